@@ -1,0 +1,93 @@
+// kvg bench: prefill and decode throughput, and the weight bandwidth decode
+// achieves against a plain memory read measured in the same run.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+#include "engine/sampler.hpp"
+
+namespace kvg::cli {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// GB/s of summing a buffer far larger than any cache, over `threads` threads.
+double memory_read_gbps(int threads) {
+  const size_t bytes = size_t(1) << 30;
+  std::vector<uint64_t> buffer(bytes / 8);
+  for (size_t i = 0; i < buffer.size(); i += 512) buffer[i] = i;  // touch every page
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(64, 0);
+  const size_t parts = 64, per = buffer.size() / parts;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = now_seconds();
+    pool.run(parts, [&](size_t p) {
+      uint64_t s = 0;
+      const uint64_t* b = buffer.data() + p * per;
+      for (size_t i = 0; i < per; ++i) s += b[i];
+      sums[p] = s;
+    });
+    best = std::max(best, double(bytes) / (now_seconds() - t0) / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  Args args(argc, argv, 2, {"skip-memory"});
+  auto known = kEngineFlags;
+  known.insert({"prompt-tokens", "gen-tokens", "skip-memory"});
+  args.allow_only(known);
+  auto model = load_model(args);
+  const EngineOptions options = engine_options(args);
+  const int64_t n_prompt = args.get_int("prompt-tokens", 128);
+  const int64_t n_gen = args.get_int("gen-tokens", 64);
+  const int n_vocab = model->config().n_vocab;
+
+  // Deterministic pseudo-random prompt from the vocabulary (the content does
+  // not change the cost of a dense forward pass).
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(n_vocab - 3)) + 3;
+
+  Session session(model, options);
+  std::vector<float> logits;
+  double t0 = now_seconds();
+  session.prefill(prompt, 0, LogitsFor::Last, &logits);
+  const double prefill_s = now_seconds() - t0;
+
+  t0 = now_seconds();
+  for (int64_t i = 0; i < n_gen; ++i) {
+    const int32_t next[1] = {argmax(logits)};
+    session.forward(next, LogitsFor::Last, &logits);
+  }
+  const double decode_s = now_seconds() - t0;
+
+  const double weight_gb = double(model->weight_bytes()) / 1e9;
+  const double decode_tps = double(n_gen) / decode_s;
+  std::printf("model        %s (%s, %llu parameters, %.3f GB of weights)\n", model->path().c_str(),
+              model->config().architecture.c_str(), (unsigned long long)model->parameter_count(), weight_gb);
+  std::printf("engine       recipe %s, isa %s, %d thread(s)\n\n", kRecipe, isa_name(options.isa), options.threads);
+  std::printf("| phase   | tokens | seconds  | tokens/s   | weight GB/s |\n");
+  std::printf("|---------|-------:|---------:|-----------:|------------:|\n");
+  std::printf("| prefill | %6lld | %8.4f | %10.1f |             |\n", (long long)n_prompt, prefill_s,
+              double(n_prompt) / prefill_s);
+  std::printf("| decode  | %6lld | %8.4f | %10.1f | %11.2f |\n", (long long)n_gen, decode_s, decode_tps,
+              weight_gb * decode_tps);
+  if (!args.has("skip-memory")) {
+    const double mem = memory_read_gbps(options.threads);
+    std::printf("\nmemory read (1 GiB, %d thread(s)): %.2f GB/s; decode reaches %.0f%% of it\n", options.threads,
+                mem, 100.0 * weight_gb * decode_tps / mem);
+  }
+  return 0;
+}
+
+}  // namespace kvg::cli

@@ -1,0 +1,52 @@
+#include <cstdio>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+#include "engine/generate.hpp"
+
+namespace kvg::cli {
+
+int cmd_generate(int argc, char** argv) {
+  // `-n` is accepted as the short form of --n.
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "-n") argv[i] = const_cast<char*>("--n");
+  Args args(argc, argv, 2, {"json"});
+  auto known = kEngineFlags;
+  known.insert({"text", "tokens", "n", "seed", "temperature", "top-k", "top-p", "json", "chunk"});
+  args.allow_only(known);
+  auto model = load_model(args);
+  const auto prompt = prompt_tokens(args, *model);
+  Session session(model, engine_options(args));
+  GenerateOptions options;
+  options.max_new_tokens = args.get_int("n", 64);
+  options.prefill_chunk = args.get_int("chunk", 0);
+  options.sampling.temperature = float(args.get_double("temperature", 0.0));
+  options.sampling.top_k = int(args.get_int("top-k", 0));
+  options.sampling.top_p = float(args.get_double("top-p", 1.0));
+  options.sampling.seed = uint64_t(args.get_int("seed", 0));
+  const bool json = args.has("json");
+  const Tokenizer& tok = model->tokenizer();
+  int32_t previous = prompt.empty() ? -1 : prompt.back();
+  if (!json) {
+    options.on_token = [&](int32_t token) {
+      std::fputs(tok.decode_piece(token, previous).c_str(), stdout);
+      std::fflush(stdout);
+      previous = token;
+      return true;
+    };
+  }
+  const GenerateResult result = generate(session, prompt, options);
+  if (json) {
+    std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"stopped_at_eos\":%s,"
+                "\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
+                join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
+                json_escape(tok.decode(result.tokens)).c_str(), result.stopped_at_eos ? "true" : "false",
+                result.prefill_seconds, result.decode_seconds);
+  } else {
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace kvg::cli

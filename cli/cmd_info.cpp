@@ -1,0 +1,45 @@
+#include <cstdio>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+
+namespace kvg::cli {
+
+int cmd_info(int argc, char** argv) {
+  Args args(argc, argv, 2, {"json"});
+  args.allow_only({"model", "json"});
+  auto model = load_model(args);
+  const ModelConfig& c = model->config();
+  if (args.has("json")) {
+    std::printf(
+        "{\"architecture\":\"%s\",\"name\":\"%s\",\"layers\":%d,\"embedding\":%d,\"heads\":%d,\"kv_heads\":%d,"
+        "\"head_dim\":%d,\"feed_forward\":%d,\"vocabulary\":%d,\"context_length\":%d,\"rope_dim\":%d,"
+        "\"rope_base\":%.17g,\"norm_eps\":%.9g,\"tied_output\":%s,\"parameters\":%llu,\"weight_bytes\":%llu,"
+        "\"recipe\":\"%s\",\"fingerprint\":\"%s\"}\n",
+        json_escape(c.architecture).c_str(), json_escape(c.name).c_str(), c.n_layer, c.n_embd, c.n_head,
+        c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx, c.rope_dim, c.rope_base, double(c.norm_eps),
+        c.tied_output ? "true" : "false", (unsigned long long)model->parameter_count(),
+        (unsigned long long)model->weight_bytes(), kRecipe, model->fingerprint_hex().c_str());
+    return 0;
+  }
+  std::printf("architecture    %s\n", c.architecture.c_str());
+  std::printf("name            %s\n", c.name.c_str());
+  std::printf("layers          %d\n", c.n_layer);
+  std::printf("embedding       %d\n", c.n_embd);
+  std::printf("heads           %d\n", c.n_head);
+  std::printf("kv heads        %d\n", c.n_head_kv);
+  std::printf("head dim        %d\n", c.head_dim);
+  std::printf("feed forward    %d\n", c.n_ff);
+  std::printf("vocabulary      %d\n", c.n_vocab);
+  std::printf("context length  %d\n", c.n_ctx);
+  std::printf("rope            dim %d, base %g\n", c.rope_dim, c.rope_base);
+  std::printf("output head     %s\n", c.tied_output ? "tied to token_embd" : "separate");
+  std::printf("parameters      %llu (%llu bytes)\n", (unsigned long long)model->parameter_count(),
+              (unsigned long long)model->weight_bytes());
+  std::printf("recipe          %s\n", kRecipe);
+  std::printf("fingerprint     %s\n", model->fingerprint_hex().c_str());
+  return 0;
+}
+
+}  // namespace kvg::cli

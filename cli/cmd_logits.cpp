@@ -1,0 +1,26 @@
+#include <cstdio>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+#include "common/error.hpp"
+
+namespace kvg::cli {
+
+int cmd_logits(int argc, char** argv) {
+  Args args(argc, argv, 2, {});
+  auto known = kEngineFlags;
+  known.insert({"tokens", "out", "chunk"});
+  args.allow_only(known);
+  auto model = load_model(args);
+  const auto tokens = parse_token_list(args.get("tokens"));
+  if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "--tokens is empty");
+  Session session(model, engine_options(args));
+  std::vector<float> logits;
+  session.prefill(tokens, args.get_int("chunk", 0), LogitsFor::All, &logits);
+  const std::string hash = write_logits(args.get("out"), logits);
+  std::printf("%s\n", hash.c_str());
+  return 0;
+}
+
+}  // namespace kvg::cli

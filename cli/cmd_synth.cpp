@@ -1,0 +1,30 @@
+#include <cstdio>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "engine/synth_model.hpp"
+
+namespace kvg::cli {
+
+int cmd_synth(int argc, char** argv) {
+  Args args(argc, argv, 2, {});
+  args.allow_only({"out", "n-embd", "n-layer", "n-head", "n-head-kv", "n-ff", "vocab", "type", "seed", "n-ctx",
+                   "rope-base"});
+  SynthOptions o;
+  o.n_embd = int(args.get_int("n-embd", 64));
+  o.n_layer = int(args.get_int("n-layer", 2));
+  o.n_head = int(args.get_int("n-head", 4));
+  o.n_head_kv = int(args.get_int("n-head-kv", o.n_head));
+  o.n_ff = int(args.get_int("n-ff", o.n_embd * 4));
+  o.n_vocab = int(args.get_int("vocab", 512));
+  o.n_ctx = int(args.get_int("n-ctx", 2048));
+  o.type = args.opt("type").value_or("f32");
+  o.seed = uint64_t(args.get_int("seed", 0));
+  o.rope_base = float(args.get_double("rope-base", 10000.0));
+  const std::string out = args.get("out");
+  write_synth_model(o, out);
+  std::printf("%s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace kvg::cli

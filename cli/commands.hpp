@@ -1,0 +1,13 @@
+// The `kvg` subcommands; each parses its own flags from argv[2..].
+#pragma once
+
+namespace kvg::cli {
+
+int cmd_info(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+
+}  // namespace kvg::cli

@@ -1,0 +1,44 @@
+#include "cli/engine_flags.hpp"
+
+#include <bit>
+#include <cstdio>
+
+#include "common/error.hpp"
+#include "storage/sha256.hpp"
+
+namespace kvg::cli {
+
+static_assert(std::endian::native == std::endian::little, "logits are written as native little-endian floats");
+
+EngineOptions engine_options(const Args& args) {
+  EngineOptions options;
+  options.threads = int(args.get_int("threads", 1));
+  if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
+  if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);
+  options.max_context = args.get_int("max-context", 0);
+  return options;
+}
+
+std::shared_ptr<const Model> load_model(const Args& args) { return Model::load(args.get("model")); }
+
+std::vector<int32_t> prompt_tokens(const Args& args, const Model& model) {
+  if (args.has("tokens") == args.has("text")) throw Error(ErrorCode::InvalidArgument, "give exactly one of --tokens and --text");
+  if (args.has("tokens")) return parse_token_list(args.get("tokens"));
+  const Tokenizer& tok = model.tokenizer();
+  return tok.add_bos() ? tok.encode_with_bos(args.get("text")) : tok.encode(args.get("text"));
+}
+
+std::string logits_sha256(const std::vector<float>& logits) {
+  return to_hex(sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()), logits.size() * 4)));
+}
+
+std::string write_logits(const std::string& path, const std::vector<float>& logits) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error(ErrorCode::Io, "cannot open " + path + " for writing");
+  const size_t written = std::fwrite(logits.data(), 4, logits.size(), f);
+  const bool closed = std::fclose(f) == 0;
+  if (written != logits.size() || !closed) throw Error(ErrorCode::Io, "cannot write " + path);
+  return logits_sha256(logits);
+}
+
+}  // namespace kvg::cli

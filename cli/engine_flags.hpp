@@ -1,0 +1,26 @@
+// Flags shared by every subcommand that runs the engine.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "engine/model.hpp"
+#include "engine/session.hpp"
+
+namespace kvg::cli {
+
+// --threads N, --isa scalar|avx2|avx512|auto, --max-context N
+inline const std::set<std::string> kEngineFlags = {"model", "threads", "isa", "max-context"};
+
+EngineOptions engine_options(const Args& args);
+std::shared_ptr<const Model> load_model(const Args& args);
+// The prompt from --tokens or --text (encoded, with BOS when the model adds one).
+std::vector<int32_t> prompt_tokens(const Args& args, const Model& model);
+// Writes fp32 logits as little-endian bytes; returns their SHA-256 (hex).
+std::string write_logits(const std::string& path, const std::vector<float>& logits);
+std::string logits_sha256(const std::vector<float>& logits);
+
+}  // namespace kvg::cli

@@ -1,0 +1,160 @@
+// The transformer forward pass (llama family) under the f32-portable-v1
+// recipe. Every step is row-independent: a token's values depend only on its
+// own inputs and the KV rows before it, so batching, chunking and threading
+// cannot change a bit (DESIGN.md, recipe rule 1).
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.hpp"
+#include "engine/session.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/ops.hpp"
+
+namespace kvg {
+
+// Activation buffers for one forward call, reused across calls.
+struct Session::Scratch {
+  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, cos, sin;
+
+  void fit(const ModelConfig& c, int64_t n) {
+    auto grow = [n](std::vector<float>& b, int64_t width) {
+      if (int64_t(b.size()) < n * width) b.resize(size_t(n * width));
+    };
+    const int64_t q_width = int64_t(c.n_head) * c.head_dim;
+    grow(x, c.n_embd);
+    grow(xn, c.n_embd);
+    grow(q, q_width);
+    grow(k, c.kv_row_floats());
+    grow(v, c.kv_row_floats());
+    grow(attn, q_width);
+    grow(proj, std::max<int64_t>(c.n_embd, q_width));
+    grow(gate, c.n_ff);
+    grow(up, c.n_ff);
+    grow(cos, c.rope_dim / 2);
+    grow(sin, c.rope_dim / 2);
+  }
+};
+
+Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
+    : model_(std::move(model)),
+      options_(options),
+      pool_(std::max(1, options.threads)),
+      rope_(model_->config().rope_dim, model_->config().rope_base),
+      cache_(model_->config().n_layer, model_->config().kv_row_floats(),
+             options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
+                                     : model_->config().n_ctx),
+      scratch_(std::make_shared<Scratch>()) {}
+
+void Session::check_tokens(std::span<const int32_t> tokens) const {
+  const int n_vocab = model_->config().n_vocab;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab)
+      throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(tokens[i]) + " at index " +
+                                                  std::to_string(i) + " is outside the vocabulary [0, " +
+                                                  std::to_string(n_vocab) + ")");
+  if (n_past() + int64_t(tokens.size()) > cache_.max_positions())
+    throw Error(ErrorCode::OutOfRange, "prompt of " + std::to_string(n_past() + int64_t(tokens.size())) +
+                                           " tokens exceeds the context length " +
+                                           std::to_string(cache_.max_positions()));
+}
+
+void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits) {
+  check_tokens(tokens);
+  const int64_t n = int64_t(tokens.size());
+  if (n == 0) {
+    if (logits) logits->clear();
+    return;
+  }
+  const ModelConfig& c = model_->config();
+  const Isa isa = options_.isa;
+  const int64_t p0 = n_past();
+  const int64_t q_width = int64_t(c.n_head) * c.head_dim;
+  const int64_t kv_width = c.kv_row_floats();
+  const int group = c.n_head / c.n_head_kv;
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+  cache_.reserve(p0 + n);
+  Scratch& s = *scratch_;
+  s.fit(c, n);
+
+  for (int64_t t = 0; t < n; ++t) dequantize_row(model_->token_embedding(), tokens[size_t(t)], &s.x[size_t(t * c.n_embd)]);
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& w = model_->layers()[size_t(l)];
+    // Attention block.
+    for (int64_t t = 0; t < n; ++t)
+      rmsnorm(&s.x[size_t(t * c.n_embd)], w.attn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+    matmul(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width, pool_, isa);
+    matmul(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width, pool_, isa);
+    matmul(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width, pool_, isa);
+    for (int64_t t = 0; t < n; ++t) {
+      rope_.angles(p0 + t, s.cos.data(), s.sin.data());
+      apply_rope(&s.q[size_t(t * q_width)], c.n_head, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
+      apply_rope(&s.k[size_t(t * kv_width)], c.n_head_kv, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
+      std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
+      std::copy_n(&s.v[size_t(t * kv_width)], kv_width, cache_.v(l, p0 + t));
+    }
+    const KvLayout layer_kv{cache_.k(l, 0), cache_.v(l, 0), kv_width, 0};
+    pool_.run(size_t(n * c.n_head), [&](size_t task) {
+      const int64_t t = int64_t(task) / c.n_head;
+      const int h = int(int64_t(task) % c.n_head);
+      KvLayout head_kv = layer_kv;
+      head_kv.head_offset = int64_t(h / group) * c.head_dim;
+      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, scale,
+                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa);
+    });
+    matmul(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd, pool_, isa);
+    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+
+    // Feed-forward block (SwiGLU).
+    for (int64_t t = 0; t < n; ++t)
+      rmsnorm(&s.x[size_t(t * c.n_embd)], w.ffn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+    matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+    matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
+    for (int64_t t = 0; t < n; ++t)
+      swiglu(&s.gate[size_t(t * c.n_ff)], &s.up[size_t(t * c.n_ff)], &s.gate[size_t(t * c.n_ff)], c.n_ff);
+    matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
+    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+  }
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+
+  if (which == LogitsFor::None || !logits) return;
+  const int64_t first = which == LogitsFor::All ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for (int64_t t = first; t < n; ++t)
+    rmsnorm(&s.x[size_t(t * c.n_embd)], model_->output_norm().data(), c.n_embd, c.norm_eps,
+            &s.xn[size_t((t - first) * c.n_embd)], isa);
+  logits->resize(size_t(rows * c.n_vocab));
+  matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
+}
+
+void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
+                      const ProgressCheck& check) {
+  check_tokens(tokens);
+  const int64_t n = int64_t(tokens.size());
+  if (chunk <= 0) chunk = std::max<int64_t>(n, 1);
+  if (logits) logits->clear();
+  std::vector<float> part;
+  for (int64_t start = 0; start < n; start += chunk) {
+    if (check) check();
+    const int64_t end = std::min(n, start + chunk);
+    const bool last_chunk = end == n;
+    const LogitsFor part_which = which == LogitsFor::All ? LogitsFor::All
+                                 : (which == LogitsFor::Last && last_chunk) ? LogitsFor::Last
+                                                                            : LogitsFor::None;
+    forward(tokens.subspan(size_t(start), size_t(end - start)), part_which, logits ? &part : nullptr);
+    if (logits && part_which != LogitsFor::None) logits->insert(logits->end(), part.begin(), part.end());
+  }
+}
+
+void Session::truncate(int64_t n) {
+  if (n < 0 || n > n_past()) throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + " is outside [0, n_past]");
+  tokens_.resize(size_t(n));
+}
+
+void Session::append_grafted(std::span<const int32_t> tokens) {
+  check_tokens(tokens);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+}  // namespace kvg

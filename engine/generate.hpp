@@ -1,0 +1,35 @@
+// The decode loop shared by the CLI and the extension.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "engine/sampler.hpp"
+#include "engine/session.hpp"
+
+namespace kvg {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  int64_t prefill_chunk = 0;  // 0: the whole prompt in one forward call
+  // Called with each new token; return false to stop after it.
+  std::function<bool(int32_t token)> on_token;
+  ProgressCheck check;  // between prefill chunks and decode steps
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated tokens (an EOS that stopped it included)
+  bool stopped_at_eos = false;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Evaluates `prompt` after what the session already holds (which may be a
+// graft), then decodes. The session must hold or receive at least one token.
+GenerateResult generate(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options);
+
+}  // namespace kvg

@@ -1,0 +1,35 @@
+// The KV cache of one context: for every layer, K and V rows of
+// n_head_kv * head_dim floats per absolute position, contiguous by position.
+// Rows hold keys *after* rotary embedding at their own position, which is what
+// makes own-position grafting exact (DESIGN.md, recipe rule 5).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace kvg {
+
+class KvCache {
+ public:
+  KvCache(int n_layer, int row_floats, int64_t max_positions);
+
+  int n_layer() const { return int(k_.size()); }
+  int row_floats() const { return row_floats_; }
+  int64_t max_positions() const { return max_positions_; }
+
+  // Makes positions [0, n) addressable (grows in steps; contents kept).
+  void reserve(int64_t n);
+  float* k(int layer, int64_t position) { return k_[size_t(layer)].data() + position * row_floats_; }
+  float* v(int layer, int64_t position) { return v_[size_t(layer)].data() + position * row_floats_; }
+  const float* k(int layer, int64_t position) const { return k_[size_t(layer)].data() + position * row_floats_; }
+  const float* v(int layer, int64_t position) const { return v_[size_t(layer)].data() + position * row_floats_; }
+
+ private:
+  int row_floats_;
+  int64_t max_positions_;
+  int64_t reserved_ = 0;
+  std::vector<std::vector<float>> k_, v_;
+};
+
+}  // namespace kvg

@@ -1,0 +1,169 @@
+#include "engine/model.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "engine/gguf/gguf_file.hpp"
+#include "storage/sha256.hpp"
+
+namespace kvg {
+
+namespace {
+
+// Generous bounds: anything beyond them is a damaged or hostile file, and
+// checking here keeps every later size computation far from overflow.
+constexpr uint64_t kMaxLayers = 1024, kMaxWidth = 1 << 17, kMaxHeads = 1024, kMaxHeadDim = 512,
+                   kMaxVocab = 1 << 22, kMaxContext = 1 << 22;
+
+[[noreturn]] void fail(const std::string& what) { throw Error(ErrorCode::Corrupt, "model: " + what); }
+
+int bounded(const gguf::File& file, const std::string& key, uint64_t value, uint64_t max) {
+  if (value == 0 || value > max)
+    fail("metadata '" + key + "' = " + std::to_string(value) + " is outside 1.." + std::to_string(max));
+  (void)file;
+  return int(value);
+}
+
+WeightType weight_type_of(const gguf::TensorInfo& t) {
+  switch (t.type) {
+    case gguf::TensorType::F32: return WeightType::F32;
+    case gguf::TensorType::F16: return WeightType::F16;
+    case gguf::TensorType::BF16: return WeightType::BF16;
+    case gguf::TensorType::Q8_0: return WeightType::Q8_0;
+    case gguf::TensorType::Q4_0: return WeightType::Q4_0;
+    default:
+      throw Error(ErrorCode::Unsupported, "model: tensor '" + t.name + "' has type " +
+                                              gguf::tensor_type_name(t.type) +
+                                              ", which the f32-portable-v1 recipe does not implement "
+                                              "(supported: f32, f16, bf16, q8_0, q4_0)");
+  }
+}
+
+const gguf::TensorInfo& require_tensor(const gguf::File& file, const std::string& name) {
+  const gguf::TensorInfo* t = file.find_tensor(name);
+  if (!t) fail("tensor '" + name + "' is missing");
+  return *t;
+}
+
+std::string shape_text(const std::vector<uint64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+WeightMatrix matrix(const gguf::File& file, const std::string& name, int64_t cols, int64_t rows) {
+  const gguf::TensorInfo& t = require_tensor(file, name);
+  if (t.ne.size() != 2 || int64_t(t.ne[0]) != cols || int64_t(t.ne[1]) != rows)
+    fail("tensor '" + name + "' has shape " + shape_text(t.ne) + ", expected [" + std::to_string(cols) +
+         ", " + std::to_string(rows) + "]");
+  WeightMatrix w;
+  w.type = weight_type_of(t);
+  w.data = t.data;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = size_t(cols / weight_block_elements(w.type)) * size_t(weight_block_bytes(w.type));
+  return w;
+}
+
+std::vector<float> vector_weights(const gguf::File& file, const std::string& name, int64_t n) {
+  WeightMatrix w = [&] {
+    const gguf::TensorInfo& t = require_tensor(file, name);
+    if (t.ne.size() != 1 || int64_t(t.ne[0]) != n)
+      fail("tensor '" + name + "' has shape " + shape_text(t.ne) + ", expected [" + std::to_string(n) + "]");
+    WeightMatrix m;
+    m.type = weight_type_of(t);
+    m.data = t.data;
+    m.rows = 1;
+    m.cols = n;
+    m.row_bytes = t.n_bytes;
+    return m;
+  }();
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row(w, 0, out.data());
+  return out;
+}
+
+ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
+  ModelConfig c;
+  c.architecture = file.get_string("general.architecture");
+  if (c.architecture != "llama")
+    throw Error(ErrorCode::Unsupported, "model: architecture '" + c.architecture +
+                                            "' is not supported (supported: llama, which covers Llama 1/2/3, "
+                                            "TinyLlama, SmolLM and Mistral-style GGUF files)");
+  c.name = file.opt_string("general.name").value_or("");
+  const std::string a = c.architecture + ".";
+  auto need = [&](const std::string& key, uint64_t max) { return bounded(file, a + key, file.get_uint(a + key), max); };
+  c.n_layer = need("block_count", kMaxLayers);
+  c.n_embd = need("embedding_length", kMaxWidth);
+  c.n_ff = need("feed_forward_length", kMaxWidth * 8);
+  c.n_head = need("attention.head_count", kMaxHeads);
+  c.n_head_kv = bounded(file, a + "attention.head_count_kv",
+                        file.opt_uint(a + "attention.head_count_kv").value_or(uint64_t(c.n_head)), kMaxHeads);
+  c.n_ctx = need("context_length", kMaxContext);
+  if (c.n_embd % c.n_head != 0)
+    fail("embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
+         std::to_string(c.n_head));
+  c.head_dim = bounded(file, a + "attention.key_length",
+                       file.opt_uint(a + "attention.key_length").value_or(uint64_t(c.n_embd / c.n_head)), kMaxHeadDim);
+  if (c.n_head % c.n_head_kv != 0)
+    fail("head_count " + std::to_string(c.n_head) + " is not a multiple of head_count_kv " +
+         std::to_string(c.n_head_kv));
+  c.rope_dim = bounded(file, a + "rope.dimension_count",
+                       file.opt_uint(a + "rope.dimension_count").value_or(uint64_t(c.head_dim)), uint64_t(c.head_dim));
+  if (c.rope_dim % 2 != 0) fail("rope.dimension_count " + std::to_string(c.rope_dim) + " is odd");
+  c.rope_base = file.opt_float(a + "rope.freq_base").value_or(10000.0);
+  if (!(c.rope_base > 1.0 && c.rope_base < 1e12)) fail("rope.freq_base " + std::to_string(c.rope_base) + " is implausible");
+  c.norm_eps = float(file.opt_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
+  c.rope_style = RopeStyle::AdjacentPairs;
+  // The embedding decides the logits width; a vocabulary list may be shorter
+  // (padded embeddings) but never longer.
+  const gguf::TensorInfo& embd = require_tensor(file, "token_embd.weight");
+  c.n_vocab = bounded(file, "token_embd.weight rows", embd.ne.size() == 2 ? embd.ne[1] : 0, kMaxVocab);
+  if (tokenizer.size() > size_t(c.n_vocab))
+    fail("tokenizer has " + std::to_string(tokenizer.size()) + " tokens but token_embd.weight only " +
+         std::to_string(c.n_vocab) + " rows");
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  std::shared_ptr<Model> model(new Model());
+  model->file_ = gguf::File::open(path);
+  const gguf::File& file = *model->file_;
+  model->path_ = path;
+  model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file));
+  model->config_ = read_config(file, *model->tokenizer_);
+  ModelConfig& c = model->config_;
+
+  const int64_t q_width = int64_t(c.n_head) * c.head_dim, kv_width = int64_t(c.n_head_kv) * c.head_dim;
+  model->token_embd_ = matrix(file, "token_embd.weight", c.n_embd, c.n_vocab);
+  model->output_norm_ = vector_weights(file, "output_norm.weight", c.n_embd);
+  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  model->output_ = c.tied_output ? model->token_embd_ : matrix(file, "output.weight", c.n_embd, c.n_vocab);
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights w;
+    w.attn_norm = vector_weights(file, p + "attn_norm.weight", c.n_embd);
+    w.wq = matrix(file, p + "attn_q.weight", c.n_embd, q_width);
+    w.wk = matrix(file, p + "attn_k.weight", c.n_embd, kv_width);
+    w.wv = matrix(file, p + "attn_v.weight", c.n_embd, kv_width);
+    w.wo = matrix(file, p + "attn_output.weight", q_width, c.n_embd);
+    w.ffn_norm = vector_weights(file, p + "ffn_norm.weight", c.n_embd);
+    w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    w.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    w.w_down = matrix(file, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    model->layers_.push_back(std::move(w));
+  }
+  for (const auto& t : file.tensors()) {
+    model->parameter_count_ += t.n_elements;
+    model->weight_bytes_ += t.n_bytes;
+  }
+  model->fingerprint_ = sha256(file.bytes());
+  return model;
+}
+
+std::string Model::fingerprint_hex() const { return to_hex(fingerprint_); }
+
+}  // namespace kvg

@@ -1,0 +1,61 @@
+// A loaded model: configuration, weight views into the memory-mapped GGUF
+// file (shared page cache across processes), tokenizer and fingerprint.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model_config.hpp"
+#include "engine/tokenizer.hpp"
+#include "kernels/cpu/weights.hpp"
+
+namespace kvg::gguf { class File; }
+
+namespace kvg {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // n_embd
+  WeightMatrix wq, wk, wv, wo;
+  std::vector<float> ffn_norm;   // n_embd
+  WeightMatrix w_gate, w_up, w_down;
+};
+
+class Model {
+ public:
+  // Loads and validates a GGUF model. Throws kvg::Error naming what is wrong.
+  static std::shared_ptr<const Model> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& path() const { return path_; }
+  // SHA-256 of the GGUF file's bytes: it binds weights, hyper-parameters and
+  // tokenizer, and anyone can recompute it with `sha256sum`.
+  const std::array<uint8_t, 32>& fingerprint() const { return fingerprint_; }
+  std::string fingerprint_hex() const;
+  uint64_t parameter_count() const { return parameter_count_; }
+  uint64_t weight_bytes() const { return weight_bytes_; }
+
+  const WeightMatrix& token_embedding() const { return token_embd_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const WeightMatrix& output() const { return output_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+
+ private:
+  Model() = default;
+  std::shared_ptr<const gguf::File> file_;
+  std::string path_;
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::array<uint8_t, 32> fingerprint_{};
+  uint64_t parameter_count_ = 0;
+  uint64_t weight_bytes_ = 0;
+  WeightMatrix token_embd_;
+  std::vector<float> output_norm_;
+  WeightMatrix output_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace kvg

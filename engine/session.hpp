@@ -1,0 +1,79 @@
+// One inference context over a model: the KV cache, the token history and the
+// forward pass. Evaluating a prompt in one call, in chunks, or after grafting
+// part of its KV from an artifact gives bit-identical logits (docs/recipe.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "engine/model.hpp"
+#include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/rope_table.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+
+namespace kvg {
+
+// The arithmetic every logits hash and artifact records (docs/recipe.md).
+inline constexpr const char* kRecipe = "f32-portable-v1";
+
+struct EngineOptions {
+  int threads = 1;
+  Isa isa = default_isa();
+  int64_t max_context = 0;  // 0: the model's context length
+};
+
+enum class LogitsFor { None, Last, All };
+
+// Called between chunks of work on the caller's thread; throw (e.g. a
+// kvg::Error with ErrorCode::Cancelled) to stop. The session stays usable:
+// positions already evaluated are kept.
+using ProgressCheck = std::function<void()>;
+
+class Session {
+ public:
+  Session(std::shared_ptr<const Model> model, EngineOptions options);
+
+  const Model& model() const { return *model_; }
+  const EngineOptions& options() const { return options_; }
+  int64_t n_past() const { return int64_t(tokens_.size()); }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t max_context() const { return cache_.max_positions(); }
+
+  // Evaluates tokens at positions n_past().. in one forward pass, appending
+  // their KV. `logits` receives n_vocab floats per requested row (all tokens
+  // or the last one), row-major.
+  void forward(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+
+  // forward() in chunks of `chunk` tokens (0: all at once), calling `check`
+  // before each chunk. Logits rows are concatenated as if one call.
+  void prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
+               const ProgressCheck& check = {});
+
+  // Forgets positions >= n (their KV rows become garbage to overwrite).
+  void truncate(int64_t n);
+
+  // Direct KV access for capture and graft (engine/graft.hpp).
+  KvCache& kv_cache() { return cache_; }
+  const KvCache& kv_cache() const { return cache_; }
+  // Declares positions [n_past, n_past + tokens.size()) filled by a graft
+  // that has already written their KV rows.
+  void append_grafted(std::span<const int32_t> tokens);
+
+ private:
+  struct Scratch;
+  void check_tokens(std::span<const int32_t> tokens) const;
+
+  std::shared_ptr<const Model> model_;
+  EngineOptions options_;
+  ThreadPool pool_;
+  RopeTable rope_;
+  KvCache cache_;
+  std::vector<int32_t> tokens_;
+  std::shared_ptr<Scratch> scratch_;
+};
+
+}  // namespace kvg

@@ -1,0 +1,68 @@
+// SentencePiece-style ("llama") tokenizer built from GGUF metadata.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kvg::gguf { class File; }
+
+namespace kvg {
+
+// Token types as GGUF stores them in tokenizer.ggml.token_type.
+enum class TokenType : int32_t { Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+
+struct Vocabulary {
+  std::vector<std::string> pieces;  // id -> piece text (UTF-8, spaces as U+2581)
+  std::vector<float> scores;        // id -> merge priority (higher merges first)
+  std::vector<TokenType> types;     // id -> type
+  int32_t bos = 1, eos = 2, unk = 0;
+  bool add_bos = true;              // tokenizer.ggml.add_bos_token (default true for llama)
+  bool add_space_prefix = true;     // tokenizer.ggml.add_space_prefix (default true)
+};
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(Vocabulary vocab);
+  // Reads tokenizer.ggml.* from a model or vocabulary-only GGUF. Throws kvg::Error.
+  static Tokenizer from_gguf(const gguf::File& file);
+
+  // Text -> ids, without BOS (prepend bos() yourself, or use encode_with_bos).
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode_with_bos(std::string_view text) const;
+  // One token's text as it appears in decoded output (byte tokens give their byte,
+  // control tokens give ""). `previous` lets the leading-space rule apply: the
+  // first piece after BOS drops the space that add_space_prefix inserted.
+  std::string decode_piece(int32_t id, int32_t previous) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  int32_t bos() const { return vocab_.bos; }
+  int32_t eos() const { return vocab_.eos; }
+  bool add_bos() const { return vocab_.add_bos; }
+  size_t size() const { return vocab_.pieces.size(); }
+  const Vocabulary& vocabulary() const { return vocab_; }
+
+ private:
+  // Lets the merge loop look up a std::string_view without building a string.
+  struct PieceHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+
+  // Id of a piece that encoding may produce (normal, user-defined, unused), or -1.
+  int32_t find_piece(std::string_view piece) const;
+
+  Vocabulary vocab_;
+  // Only the pieces SentencePiece lets the merge loop form: control, unknown
+  // and byte pieces are reachable by id only, never by matching text.
+  std::unordered_map<std::string, int32_t, PieceHash, std::equal_to<>> piece_to_id_;
+  size_t max_piece_bytes_ = 0;        // longer concatenations cannot be pieces
+  std::vector<int32_t> user_defined_;  // matched whole in the text, longest first
+  bool has_byte_tokens_ = false;
+  int32_t byte_token_[256];  // id of <0xNN>, or -1 when the vocabulary has none
+};
+
+}  // namespace kvg

@@ -1,0 +1,48 @@
+#include "kernels/cpu/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/portable_math.hpp"
+
+namespace kvg {
+
+void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
+                    float* out, Isa isa) {
+  float scores[kAttentionBlock];
+  // Per-block sums first, then merged into the running state: the same two
+  // roundings whatever the block's length.
+  float block_acc[512];
+  float acc[512];
+  std::fill(acc, acc + head_dim, 0.0f);
+  float running_max = -INFINITY;
+  float running_sum = 0.0f;
+
+  for (int64_t start = 0; start <= position; start += kAttentionBlock) {
+    const int64_t end = std::min<int64_t>(start + kAttentionBlock, position + 1);
+    const int n = int(end - start);
+    float block_max = -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      const float* key = kv.k + (start + j) * kv.row_stride + kv.head_offset;
+      scores[j] = dot_f32(q, key, head_dim, isa) * scale;
+      block_max = std::max(block_max, scores[j]);
+    }
+    const float new_max = std::max(running_max, block_max);
+    const float alpha = exp_f32(running_max - new_max);  // exp(-inf) = 0 on the first block
+    float block_sum = 0.0f;
+    std::fill(block_acc, block_acc + head_dim, 0.0f);
+    for (int j = 0; j < n; ++j) {
+      const float p = exp_f32(scores[j] - new_max);
+      block_sum = block_sum + p;
+      const float* value = kv.v + (start + j) * kv.row_stride + kv.head_offset;
+      for (int d = 0; d < head_dim; ++d) block_acc[d] = block_acc[d] + p * value[d];
+    }
+    running_sum = running_sum * alpha + block_sum;
+    for (int d = 0; d < head_dim; ++d) acc[d] = acc[d] * alpha + block_acc[d];
+    running_max = new_max;
+  }
+  for (int d = 0; d < head_dim; ++d) out[d] = acc[d] / running_sum;
+}
+
+}  // namespace kvg

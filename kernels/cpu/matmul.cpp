@@ -1,0 +1,54 @@
+#include "kernels/cpu/matmul.hpp"
+
+#include <algorithm>
+
+namespace kvg {
+
+namespace {
+
+detail::MatmulBlockFn block_fn(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return detail::matmul_block_avx512;
+    case Isa::Avx2: return detail::matmul_block_avx2;
+    case Isa::Scalar: break;
+  }
+  return detail::matmul_block_scalar;
+}
+
+// Rows per task: enough to amortise dispatch, small enough to spread a decode
+// step (one token) over every thread.
+int64_t rows_per_task(const WeightMatrix& w, int64_t n_tokens, int threads) {
+  if (threads <= 1) return w.rows;
+  const int64_t per_thread = (w.rows + threads * 4 - 1) / (threads * 4);
+  return std::clamp<int64_t>(per_thread, 16, n_tokens > 1 ? 64 : 256) / 8 * 8;
+}
+
+// Tokens per task pass: the block of activations reused against one row block.
+constexpr int64_t kTokenBlock = 64;
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+            int64_t y_stride, ThreadPool& pool, Isa isa) {
+  if (n_tokens <= 0 || w.rows <= 0) return;
+  const detail::MatmulBlockFn fn = block_fn(isa);
+  const int64_t rows_step = std::max<int64_t>(8, rows_per_task(w, n_tokens, pool.size()));
+  const int64_t n_row_tasks = (w.rows + rows_step - 1) / rows_step;
+  pool.run(size_t(n_row_tasks), [&](size_t task) {
+    const int64_t r0 = int64_t(task) * rows_step;
+    const int64_t r1 = std::min(w.rows, r0 + rows_step);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock)
+      fn(w, x, x_stride, t0, std::min(n_tokens, t0 + kTokenBlock), r0, r1, y, y_stride);
+  });
+}
+
+float dot_f32(const float* a, const float* b, int64_t n, Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return detail::dot_avx512(a, b, n);
+    case Isa::Avx2: return detail::dot_avx2(a, b, n);
+    case Isa::Scalar: break;
+  }
+  return detail::dot_scalar(a, b, n);
+}
+
+}  // namespace kvg

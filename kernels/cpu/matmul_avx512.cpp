@@ -1,0 +1,135 @@
+// AVX-512 implementation of the recipe's matrix product: one zmm register is
+// exactly the 16 lanes of the recipe, so each accumulator register is one dot
+// product in flight. Tiles of T tokens x R rows share their loads.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/weight_decode.hpp"
+
+namespace kvg::detail {
+
+namespace {
+
+inline float reduce(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);                                              // i + (i+8)
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // i + (i+4)
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                                // i + (i+2)
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));                            // 0 + 1
+  return _mm_cvtss_f32(s1);
+}
+
+inline float q_scale(const uint8_t* block) { return f16_to_f32(load_u16(block)); }
+
+// Loads the full chunk of 16 weights at element k (k + 16 <= cols).
+template <WeightType kType>
+inline __m512 load_weights(const uint8_t* row, int64_t k) {
+  if constexpr (kType == WeightType::F32) {
+    return _mm512_loadu_ps(row + size_t(k) * 4);
+  } else if constexpr (kType == WeightType::F16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + size_t(k) * 2)));
+  } else if constexpr (kType == WeightType::BF16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + size_t(k) * 2));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else if constexpr (kType == WeightType::Q8_0) {
+    const uint8_t* block = row + size_t(k / 32) * 34;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (k % 32)));
+    return _mm512_mul_ps(_mm512_set1_ps(q_scale(block)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  } else {  // Q4_0
+    const uint8_t* block = row + size_t(k / 32) * 18;
+    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    if (k % 32) bytes = _mm_srli_epi16(bytes, 4);
+    const __m128i nibbles = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
+    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nibbles), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_set1_ps(q_scale(block)), _mm512_cvtepi32_ps(q));
+  }
+}
+
+template <WeightType kType, int T, int R>
+void tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t r0, float* y,
+          int64_t y_stride) {
+  __m512 acc[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w.row(r0 + r);
+  const float* xs[T];
+  for (int t = 0; t < T; ++t) xs[t] = x + (t0 + t) * x_stride;
+
+  const int64_t full = w.cols / kLanes * kLanes;
+  for (int64_t k = 0; k < full; k += kLanes) {
+    __m512 xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(xs[t] + k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = load_weights<kType>(rows[r], k);
+      for (int t = 0; t < T; ++t) acc[t][r] = _mm512_fmadd_ps(xv[t], wv, acc[t][r]);
+    }
+  }
+  if (full < w.cols) {  // zero-padded tail chunk, decoded by the shared scalar code
+    const int n = int(w.cols - full);
+    const __mmask16 mask = __mmask16((1u << n) - 1);
+    alignas(64) float wk[kLanes];
+    for (int r = 0; r < R; ++r) {
+      decode_chunk(kType, rows[r], full, n, wk);
+      const __m512 wv = _mm512_load_ps(wk);
+      for (int t = 0; t < T; ++t)
+        acc[t][r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, xs[t] + full), wv, acc[t][r]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[(t0 + t) * y_stride + r0 + r] = reduce(acc[t][r]);
+}
+
+template <WeightType kType, int T>
+void token_tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t r0, int64_t r1,
+                float* y, int64_t y_stride) {
+  // With one token the product is bound by weight traffic: more rows in flight.
+  constexpr int kRows = T == 1 ? 8 : 4;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) tile<kType, T, kRows>(w, x, x_stride, t0, r, y, y_stride);
+  for (; r < r1; ++r) tile<kType, T, 1>(w, x, x_stride, t0, r, y, y_stride);
+}
+
+template <WeightType kType>
+void block(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t t1, int64_t r0,
+           int64_t r1, float* y, int64_t y_stride) {
+  // Token tiles outside, row tiles inside: the block's weights stay in cache
+  // while every token passes over them.
+  int64_t t = t0;
+  for (; t + 4 <= t1; t += 4) token_tile<kType, 4>(w, x, x_stride, t, r0, r1, y, y_stride);
+  switch (t1 - t) {
+    case 3: token_tile<kType, 3>(w, x, x_stride, t, r0, r1, y, y_stride); break;
+    case 2: token_tile<kType, 2>(w, x, x_stride, t, r0, r1, y, y_stride); break;
+    case 1: token_tile<kType, 1>(w, x, x_stride, t, r0, r1, y, y_stride); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void matmul_block_avx512(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t t1,
+                         int64_t r0, int64_t r1, float* y, int64_t y_stride) {
+  switch (w.type) {
+    case WeightType::F32: return block<WeightType::F32>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::F16: return block<WeightType::F16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::BF16: return block<WeightType::BF16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q8_0: return block<WeightType::Q8_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+  }
+}
+
+float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
+  if (k < n) {
+    const __mmask16 mask = __mmask16((1u << (n - k)) - 1);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + k), _mm512_maskz_loadu_ps(mask, b + k), acc);
+  }
+  return reduce(acc);
+}
+
+}  // namespace kvg::detail

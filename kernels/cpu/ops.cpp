@@ -1,0 +1,39 @@
+#include "kernels/cpu/ops.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/portable_math.hpp"
+
+namespace kvg {
+
+void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* y, Isa isa) {
+  const float mean_square = dot_f32(x, x, n, isa) / float(n);
+  const float inv = 1.0f / std::sqrt(mean_square + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * inv) * w[i];
+}
+
+void apply_rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+                RopeStyle style) {
+  const int half = rope_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + int64_t(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      float* a = style == RopeStyle::AdjacentPairs ? head + 2 * i : head + i;
+      float* b = style == RopeStyle::AdjacentPairs ? head + 2 * i + 1 : head + i + half;
+      const float av = *a, bv = *b;
+      *a = av * cos[i] - bv * sin[i];
+      *b = av * sin[i] + bv * cos[i];
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = silu_f32(gate[i]) * up[i];
+}
+
+void add_inplace(float* x, const float* delta, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] + delta[i];
+}
+
+}  // namespace kvg

@@ -1,0 +1,31 @@
+// Element-wise and per-row operations of the recipe (docs/recipe.md). Each
+// output element is computed by one fixed sequence of IEEE operations.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/isa.hpp"
+
+namespace kvg {
+
+// y = (x * (1 / sqrt(dot(x, x) / n + eps))) * w, element by element.
+void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* y, Isa isa);
+
+enum class RopeStyle {
+  AdjacentPairs,  // (x[2i], x[2i+1]) rotate together: llama ("NORM" mode)
+  SplitHalves,    // (x[i], x[i + rope_dim/2]): GPT-NeoX / qwen2 style
+};
+
+// Rotates the first rope_dim features of each of n_heads heads (head_dim
+// apart) by the angles whose cosines and sines are given (rope_dim/2 each):
+// a' = a*c - b*s, b' = a*s + b*c, each product rounded.
+void apply_rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
+                RopeStyle style);
+
+// out[i] = silu(gate[i]) * up[i].
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] += delta[i].
+void add_inplace(float* x, const float* delta, int64_t n);
+
+}  // namespace kvg

@@ -1,0 +1,22 @@
+// Rotary-embedding angles, computed in double precision with the recipe's own
+// math and rounded once to fp32, so CPU and GPU use identical tables.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kvg {
+
+class RopeTable {
+ public:
+  // freq_i = base^(-2i / rope_dim) for i < rope_dim / 2.
+  RopeTable(int rope_dim, double base);
+  int pairs() const { return int(inv_freq_.size()); }
+  // cos/sin of position * freq_i, rope_dim/2 values each.
+  void angles(int64_t position, float* cos_out, float* sin_out) const;
+
+ private:
+  std::vector<double> inv_freq_;
+};
+
+}  // namespace kvg

@@ -1,0 +1,34 @@
+// A weight matrix as the kernels see it: rows of `cols` elements in one of the
+// storage formats below, row r starting at data + r * row_bytes.
+//
+// Every format dequantizes exactly to fp32 (an f16 scale times a small
+// integer is representable), so quantized weights change only memory traffic,
+// never the arithmetic of the recipe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvg {
+
+enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0 };
+
+const char* weight_type_name(WeightType t);
+// Elements per block and bytes per block of each format.
+int weight_block_elements(WeightType t);
+int weight_block_bytes(WeightType t);
+
+struct WeightMatrix {
+  WeightType type = WeightType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;       // output features
+  int64_t cols = 0;       // input features (multiple of the block size)
+  size_t row_bytes = 0;
+
+  const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
+};
+
+// out[0..cols) = row r of W as fp32 (exact).
+void dequantize_row(const WeightMatrix& w, int64_t r, float* out);
+
+}  // namespace kvg

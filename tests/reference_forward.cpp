@@ -1,0 +1,108 @@
+#include "tests/reference_forward.hpp"
+
+#include <cmath>
+
+namespace kvg::test {
+
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;  // [row][col]
+
+Matrix to_double(const WeightMatrix& w) {
+  Matrix m(size_t(w.rows), std::vector<double>(size_t(w.cols)));
+  std::vector<float> row(size_t(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    for (int64_t c = 0; c < w.cols; ++c) m[size_t(r)][size_t(c)] = row[size_t(c)];
+  }
+  return m;
+}
+
+std::vector<double> matvec(const Matrix& m, const std::vector<double>& x) {
+  std::vector<double> y(m.size(), 0.0);
+  for (size_t r = 0; r < m.size(); ++r)
+    for (size_t c = 0; c < x.size(); ++c) y[r] += m[r][c] * x[c];
+  return y;
+}
+
+std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<float>& w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * double(w[i]);
+  return y;
+}
+
+void rope(std::vector<double>& v, int n_heads, int head_dim, int rope_dim, double base, int64_t pos) {
+  for (int h = 0; h < n_heads; ++h)
+    for (int i = 0; i < rope_dim / 2; ++i) {
+      const double angle = double(pos) * std::pow(base, -2.0 * i / rope_dim);
+      double& a = v[size_t(h * head_dim + 2 * i)];
+      double& b = v[size_t(h * head_dim + 2 * i + 1)];
+      const double a0 = a, b0 = b;
+      a = a0 * std::cos(angle) - b0 * std::sin(angle);
+      b = a0 * std::sin(angle) + b0 * std::cos(angle);
+    }
+}
+
+}  // namespace
+
+std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens) {
+  const ModelConfig& c = model.config();
+  const Matrix embd = to_double(model.token_embedding());
+  const Matrix out = to_double(model.output());
+  struct Layer { Matrix q, k, v, o, gate, up, down; };
+  std::vector<Layer> layers;
+  for (const auto& w : model.layers())
+    layers.push_back({to_double(w.wq), to_double(w.wk), to_double(w.wv), to_double(w.wo), to_double(w.w_gate),
+                      to_double(w.w_up), to_double(w.w_down)});
+  std::vector<std::vector<std::vector<double>>> keys(size_t(c.n_layer)), values(size_t(c.n_layer));
+  std::vector<double> logits;
+  const int group = c.n_head / c.n_head_kv;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    std::vector<double> x = embd[size_t(tokens[t])];
+    for (int l = 0; l < c.n_layer; ++l) {
+      const LayerWeights& w = model.layers()[size_t(l)];
+      const Layer& d = layers[size_t(l)];
+      auto xn = rms_norm(x, w.attn_norm, c.norm_eps);
+      std::vector<double> q = matvec(d.q, xn);
+      std::vector<double> k = matvec(d.k, xn);
+      std::vector<double> v = matvec(d.v, xn);
+      rope(q, c.n_head, c.head_dim, c.rope_dim, c.rope_base, int64_t(t));
+      rope(k, c.n_head_kv, c.head_dim, c.rope_dim, c.rope_base, int64_t(t));
+      keys[size_t(l)].push_back(k);
+      values[size_t(l)].push_back(v);
+      std::vector<double> attn(size_t(c.n_head * c.head_dim), 0.0);
+      for (int h = 0; h < c.n_head; ++h) {
+        const size_t kv_off = size_t((h / group) * c.head_dim), q_off = size_t(h * c.head_dim);
+        std::vector<double> scores(t + 1);
+        double max_score = -INFINITY;
+        for (size_t j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int e = 0; e < c.head_dim; ++e) s += q[q_off + size_t(e)] * keys[size_t(l)][j][kv_off + size_t(e)];
+          scores[j] = s / std::sqrt(double(c.head_dim));
+          max_score = std::max(max_score, scores[j]);
+        }
+        double total = 0;
+        for (auto& s : scores) total += (s = std::exp(s - max_score));
+        for (size_t j = 0; j <= t; ++j)
+          for (int e = 0; e < c.head_dim; ++e)
+            attn[q_off + size_t(e)] += scores[j] / total * values[size_t(l)][j][kv_off + size_t(e)];
+      }
+      auto o = matvec(d.o, attn);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      xn = rms_norm(x, w.ffn_norm, c.norm_eps);
+      std::vector<double> g = matvec(d.gate, xn);
+      const std::vector<double> u = matvec(d.up, xn);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      auto down = matvec(d.down, g);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+    }
+    const auto row = matvec(out, rms_norm(x, model.output_norm(), c.norm_eps));
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  return logits;
+}
+
+}  // namespace kvg::test

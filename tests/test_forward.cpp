@@ -1,0 +1,212 @@
+// The forward pass: reference behaviour of the shared models, agreement with
+// an independent double-precision implementation, bitwise invariance across
+// chunking, threads and ISA, and pinned golden hashes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/generate.hpp"
+#include "engine/session.hpp"
+#include "engine/synth_model.hpp"
+#include "storage/sha256.hpp"
+#include "tests/reference_forward.hpp"
+#include "tests/shared_data.hpp"
+
+namespace kvg {
+namespace {
+
+// Prompts: BOS plus the first tokens of each model's greedy story, then ids
+// spread over the vocabulary, so several attention blocks (32) are crossed.
+std::vector<int32_t> prompt_for(const Model& model, size_t length) {
+  std::vector<int32_t> ids = {1};
+  const int n_vocab = model.config().n_vocab;
+  for (size_t i = 1; i < length; ++i) ids.push_back(int32_t(3 + (i * 7919) % size_t(n_vocab - 3)));
+  return ids;
+}
+
+std::vector<float> logits_of(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk,
+                             int threads, Isa isa) {
+  EngineOptions options;
+  options.threads = threads;
+  options.isa = isa;
+  Session session(std::move(model), options);
+  std::vector<float> logits;
+  session.prefill(tokens, chunk, LogitsFor::All, &logits);
+  return logits;
+}
+
+std::string hash_of(const std::vector<float>& logits) {
+  return to_hex(sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()), logits.size() * 4)));
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas = {Isa::Scalar};
+  if (int(detect_isa()) >= int(Isa::Avx2)) isas.push_back(Isa::Avx2);
+  if (int(detect_isa()) >= int(Isa::Avx512)) isas.push_back(Isa::Avx512);
+  return isas;
+}
+
+std::vector<int32_t> greedy(std::shared_ptr<const Model> model, int n) {
+  Session session(std::move(model), EngineOptions{});
+  GenerateOptions options;
+  options.max_new_tokens = n;
+  options.stop_at_eos = false;
+  const int32_t bos[1] = {1};
+  return generate(session, bos, options).tokens;
+}
+
+TEST(Forward, Stories260KGreedyMatchesReference) {
+  KVG_REQUIRE_SHARED(test::kStories260K);
+  auto model = Model::load(test::shared_path(test::kStories260K));
+  const auto ids = greedy(model, 60);
+  const std::vector<int32_t> expected_start = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 10), expected_start);
+  EXPECT_EQ(model->tokenizer().decode(ids),
+            "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, "
+            "she saw a big, red ball. She wanted to play with it, but it was too high");
+}
+
+TEST(Forward, TinyStories656KGreedyMatchesReference) {
+  KVG_REQUIRE_SHARED(test::kTinyStories656K);
+  auto model = Model::load(test::shared_path(test::kTinyStories656K));
+  const auto ids = greedy(model, 60);
+  const std::vector<int32_t> expected_start = {147, 201, 282, 215, 286, 598, 1662, 356, 499, 826};
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 10), expected_start);
+  const std::string text = model->tokenizer().decode(ids);
+  EXPECT_EQ(text.rfind("Once upon a time, there was a little girl named Lily. She had a toy car that she loved "
+                       "very much. One day, she went to the park to play with her toy car in the park. Lily was "
+                       "very happy with her toy car because she had no one to play with.\nWhile playing, Lily saw "
+                       "a little bird.", 0),
+            0u)
+      << text;
+}
+
+class SharedModel : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam();
+    model_ = Model::load(test::shared_path(GetParam()));
+  }
+  std::shared_ptr<const Model> model_;
+};
+
+TEST_P(SharedModel, AgreesWithDoublePrecisionReference) {
+  const auto tokens = prompt_for(*model_, 40);
+  const auto ours = logits_of(model_, tokens, 0, 1, Isa::Scalar);
+  const auto reference = test::reference_logits(*model_, tokens);
+  ASSERT_EQ(ours.size(), reference.size());
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(double(ours[i]) - reference[i]));
+    max_abs = std::max(max_abs, std::abs(reference[i]));
+  }
+  // fp32 against fp64 over a few layers: differences of order 1e-5 of the
+  // logit scale; a wrong rope, norm or head mapping gives differences of order 1.
+  EXPECT_LT(max_diff, 1e-4 * std::max(1.0, max_abs)) << "max |logit| " << max_abs;
+}
+
+TEST_P(SharedModel, BitwiseInvariantAcrossChunksThreadsAndIsa) {
+  const auto tokens = prompt_for(*model_, 70);
+  const auto baseline = logits_of(model_, tokens, 0, 1, Isa::Scalar);
+  for (Isa isa : supported_isas())
+    for (int threads : {1, 2, 3})
+      for (int64_t chunk : {1, 2, 3, 7, 16, 0}) {
+        const auto logits = logits_of(model_, tokens, chunk, threads, isa);
+        ASSERT_EQ(logits.size(), baseline.size());
+        ASSERT_EQ(0, std::memcmp(logits.data(), baseline.data(), logits.size() * 4))
+            << "isa " << isa_name(isa) << ", threads " << threads << ", chunk " << chunk;
+      }
+}
+
+TEST_P(SharedModel, DecodeStepEqualsPrefillRow) {
+  // A token decoded alone after its prefix gets the same logits as the same
+  // position inside a batch.
+  const auto tokens = prompt_for(*model_, 20);
+  const auto all = logits_of(model_, tokens, 0, 2, default_isa());
+  Session session(model_, EngineOptions{});
+  std::vector<float> last;
+  session.prefill(std::span<const int32_t>(tokens.data(), tokens.size() - 1), 5, LogitsFor::None, nullptr);
+  session.forward(std::span<const int32_t>(&tokens.back(), 1), LogitsFor::Last, &last);
+  const size_t n_vocab = size_t(model_->config().n_vocab);
+  ASSERT_EQ(0, std::memcmp(last.data(), all.data() + (tokens.size() - 1) * n_vocab, n_vocab * 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SharedModel, ::testing::Values(test::kStories260K, test::kTinyStories656K),
+                         [](const auto& info) { return std::string(info.param).find("260K") != std::string::npos ? std::string("stories260K") : std::string("TinyStories656K"); });
+
+// Golden hashes: the SHA-256 of the logits of a fixed prompt. If a change
+// alters one, the arithmetic changed and the recipe version must change too
+// (DESIGN.md, recipe rule 6).
+TEST(Forward, GoldenLogitsHashes) {
+  struct Golden { const char* model; const char* sha256; };
+  const Golden goldens[] = {
+      {test::kStories260K, "969351937917a57882635dc852c953fabd8ecfcdce9b0a4a740afefbb6f9f3a0"},
+      {test::kTinyStories656K, "19011a5190dc41ad46140d0e027be24351cfd324e1457d29ee749bfe82dc564e"},
+  };
+  for (const Golden& g : goldens) {
+    if (!test::has_shared(g.model)) GTEST_SKIP() << "missing shared file " << g.model;
+    auto model = Model::load(test::shared_path(g.model));
+    EXPECT_EQ(hash_of(logits_of(model, prompt_for(*model, 40), 0, 1, default_isa())), g.sha256) << g.model;
+  }
+}
+
+// Synthetic models exercise the f16 and q8_0 paths, GQA and widths that are
+// not multiples of the 16-lane chunk.
+TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
+  for (const char* type : {"f32", "f16", "q8_0"}) {
+    SynthOptions o;
+    o.n_embd = 96;
+    o.n_layer = 2;
+    o.n_head = 6;
+    o.n_head_kv = 2;
+    o.n_ff = type == std::string("q8_0") ? 160 : 200;
+    o.n_vocab = 300;
+    o.n_ctx = 256;
+    o.type = type;
+    o.seed = 42;
+    const std::string path = test::temp_dir(std::string("synth-") + type) + "/model.gguf";
+    write_synth_model(o, path);
+    auto model = Model::load(path);
+    const auto tokens = prompt_for(*model, 45);
+    const auto baseline = logits_of(model, tokens, 0, 1, Isa::Scalar);
+    for (Isa isa : supported_isas())
+      for (int threads : {1, 3})
+        for (int64_t chunk : {1, 7, 0}) {
+          const auto logits = logits_of(model, tokens, chunk, threads, isa);
+          ASSERT_EQ(0, std::memcmp(logits.data(), baseline.data(), logits.size() * 4))
+              << type << " isa " << isa_name(isa) << ", threads " << threads << ", chunk " << chunk;
+        }
+    const auto reference = test::reference_logits(*model, tokens);
+    double max_diff = 0;
+    for (size_t i = 0; i < baseline.size(); ++i) max_diff = std::max(max_diff, std::abs(double(baseline[i]) - reference[i]));
+    EXPECT_LT(max_diff, 1e-3) << type;
+  }
+}
+
+TEST(Forward, RejectsOutOfVocabularyAndOverlongPrompts) {
+  KVG_REQUIRE_SHARED(test::kStories260K);
+  auto model = Model::load(test::shared_path(test::kStories260K));
+  EngineOptions options;
+  options.max_context = 8;
+  Session session(model, options);
+  const std::vector<int32_t> bad = {1, 512};
+  try {
+    session.forward(bad, LogitsFor::Last, nullptr);
+    FAIL() << "out-of-vocabulary id accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos);
+  }
+  const std::vector<int32_t> long_prompt(9, 5);
+  try {
+    session.forward(long_prompt, LogitsFor::Last, nullptr);
+    FAIL() << "prompt longer than the context accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfRange);
+  }
+  EXPECT_EQ(session.n_past(), 0);
+}
+
+}  // namespace
+}  // namespace kvg

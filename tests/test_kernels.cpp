@@ -1,0 +1,204 @@
+// Kernel-level checks of the recipe: every ISA computes the scalar
+// definition's bits for every weight format, shape and thread count; the
+// portable math is accurate and never calls libm in the numeric path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/float16.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/portable_math.hpp"
+#include "kernels/cpu/rope_table.hpp"
+
+namespace kvg {
+namespace {
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas = {Isa::Scalar};
+  if (int(detect_isa()) >= int(Isa::Avx2)) isas.push_back(Isa::Avx2);
+  if (int(detect_isa()) >= int(Isa::Avx512)) isas.push_back(Isa::Avx512);
+  return isas;
+}
+
+// Random weights of a given format, rows x cols.
+std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const size_t row_bytes = size_t(cols / weight_block_elements(type) * weight_block_bytes(type));
+  std::vector<uint8_t> data(row_bytes * size_t(rows));
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(byte(rng));
+  // Keep f32/f16/bf16 values finite and scales sane; quantized payloads may be any bytes.
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = data.data() + size_t(r) * row_bytes;
+    for (int64_t k = 0; k < cols; ++k) {
+      if (type == WeightType::F32) { float v = value(rng); std::memcpy(row + k * 4, &v, 4); }
+      if (type == WeightType::F16) { uint16_t h = f32_to_f16(value(rng)); std::memcpy(row + k * 2, &h, 2); }
+      if (type == WeightType::BF16) { uint16_t h = f32_to_bf16(value(rng)); std::memcpy(row + k * 2, &h, 2); }
+    }
+    if (type == WeightType::Q8_0 || type == WeightType::Q4_0)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint16_t d = f32_to_f16(value(rng) * 0.05f);
+        std::memcpy(row + size_t(b) * size_t(weight_block_bytes(type)), &d, 2);
+      }
+  }
+  return data;
+}
+
+TEST(Matmul, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Shape { int64_t rows, cols, tokens; };
+  for (WeightType type : {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0}) {
+    const bool blocked = weight_block_elements(type) == 32;
+    for (Shape s : {Shape{37, blocked ? 96 : 172, 1}, Shape{64, blocked ? 64 : 8, 5}, Shape{19, blocked ? 320 : 333, 13}}) {
+      const auto data = random_weights(type, s.rows, s.cols, rng);
+      WeightMatrix w{type, data.data(), s.rows, s.cols, data.size() / size_t(s.rows)};
+      std::vector<float> x(static_cast<size_t>(s.tokens * s.cols));
+      for (auto& v : x) v = value(rng);
+      std::vector<float> expected(static_cast<size_t>(s.tokens * s.rows));
+      ThreadPool one(1);
+      matmul(w, x.data(), s.cols, s.tokens, expected.data(), s.rows, one, Isa::Scalar);
+      // The scalar kernel itself equals the documented per-element definition.
+      for (int64_t t = 0; t < s.tokens; ++t)
+        for (int64_t r = 0; r < s.rows; ++r) {
+          std::vector<float> row(static_cast<size_t>(s.cols));
+          dequantize_row(w, r, row.data());
+          float lanes[16] = {};
+          for (int64_t k = 0; k < s.cols; ++k) lanes[k % 16] = std::fma(x[size_t(t * s.cols + k)], row[size_t(k)], lanes[k % 16]);
+          for (int i = 0; i < 8; ++i) lanes[i] = lanes[i] + lanes[i + 8];
+          for (int i = 0; i < 4; ++i) lanes[i] = lanes[i] + lanes[i + 4];
+          for (int i = 0; i < 2; ++i) lanes[i] = lanes[i] + lanes[i + 2];
+          const float definition = lanes[0] + lanes[1];
+          ASSERT_EQ(std::memcmp(&definition, &expected[size_t(t * s.rows + r)], 4), 0);
+        }
+      for (Isa isa : supported_isas())
+        for (int threads : {1, 2, 3}) {
+          ThreadPool pool(threads);
+          std::vector<float> y(expected.size(), -1.0f);
+          matmul(w, x.data(), s.cols, s.tokens, y.data(), s.rows, pool, isa);
+          ASSERT_EQ(std::memcmp(y.data(), expected.data(), y.size() * 4), 0)
+              << weight_type_name(type) << " " << s.rows << "x" << s.cols << " tokens " << s.tokens << " isa "
+              << isa_name(isa) << " threads " << threads;
+        }
+    }
+  }
+}
+
+TEST(Matmul, DotMatchesAcrossIsasForAllLengths) {
+  std::mt19937 rng(99);
+  std::uniform_real_distribution<float> value(-3.0f, 3.0f);
+  for (int64_t n = 1; n <= 80; ++n) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (auto& v : a) v = value(rng);
+    for (auto& v : b) v = value(rng);
+    const float expected = dot_f32(a.data(), b.data(), n, Isa::Scalar);
+    for (Isa isa : supported_isas()) {
+      const float got = dot_f32(a.data(), b.data(), n, isa);
+      ASSERT_EQ(std::memcmp(&got, &expected, 4), 0) << "n " << n << " isa " << isa_name(isa);
+    }
+  }
+}
+
+TEST(PortableMath, ExpIsAccurateAndHasDefinedEdges) {
+  double worst_ulps = 0;
+  for (float x = -86.0f; x <= 88.0f; x += 0.0137f) {
+    const double exact = std::exp(double(x));
+    const float got = exp_f32(x);
+    const double ulp = std::ldexp(1.0, std::ilogb(float(exact)) - 23);
+    worst_ulps = std::max(worst_ulps, std::abs(double(got) - exact) / ulp);
+  }
+  EXPECT_LT(worst_ulps, 2.0);
+  EXPECT_EQ(exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(exp_f32(-INFINITY), 0.0f);
+  EXPECT_EQ(exp_f32(-100.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(exp_f32(100.0f)));
+  EXPECT_TRUE(std::isnan(exp_f32(NAN)));
+}
+
+TEST(PortableMath, DoubleHelpersAreAccurate) {
+  for (double x : {1e-3, 0.5, 1.0, 2.0, 10.0, 10000.0, 1e6}) EXPECT_NEAR(log_f64(x), std::log(x), 1e-15 * std::max(1.0, std::abs(std::log(x))));
+  for (double x : {-20.0, -1.0, -1e-3, 0.0, 0.3, 5.0, 40.0}) EXPECT_NEAR(exp_f64(x) / std::exp(x), 1.0, 1e-15);
+  for (double x = 0; x < 5000.0; x += 3.7) {
+    double s, c;
+    sincos_f64(x, &s, &c);
+    EXPECT_NEAR(s, std::sin(x), 1e-12);
+    EXPECT_NEAR(c, std::cos(x), 1e-12);
+  }
+}
+
+TEST(RopeTable, MatchesLibmWithinRounding) {
+  RopeTable table(64, 10000.0);
+  std::vector<float> c(32), s(32);
+  for (int64_t pos : {0, 1, 17, 511, 4095}) {
+    table.angles(pos, c.data(), s.data());
+    for (int i = 0; i < 32; ++i) {
+      const double angle = double(pos) * std::pow(10000.0, -2.0 * i / 64.0);
+      EXPECT_NEAR(c[size_t(i)], std::cos(angle), 1e-6) << pos << " " << i;
+      EXPECT_NEAR(s[size_t(i)], std::sin(angle), 1e-6) << pos << " " << i;
+    }
+  }
+}
+
+TEST(Attention, SameBitsForEveryIsaAndMatchesSoftmax) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> value(0.0f, 1.0f);
+  const int head_dim = 24;
+  const int64_t positions = 100;  // crosses three block boundaries
+  std::vector<float> k(static_cast<size_t>(positions * head_dim)), v(k.size()), q(static_cast<size_t>(head_dim));
+  for (auto& x : k) x = value(rng);
+  for (auto& x : v) x = value(rng);
+  for (auto& x : q) x = value(rng);
+  const KvLayout kv{k.data(), v.data(), head_dim, 0};
+  for (int64_t pos : {0, 31, 32, 63, 99}) {
+    std::vector<float> expected(static_cast<size_t>(head_dim));
+    attention_head(q.data(), kv, head_dim, pos, 0.2f, expected.data(), Isa::Scalar);
+    for (Isa isa : supported_isas()) {
+      std::vector<float> out(static_cast<size_t>(head_dim));
+      attention_head(q.data(), kv, head_dim, pos, 0.2f, out.data(), isa);
+      ASSERT_EQ(std::memcmp(out.data(), expected.data(), out.size() * 4), 0);
+    }
+    // Against a plain double softmax.
+    std::vector<double> w(static_cast<size_t>(pos + 1));
+    double max_s = -1e300, total = 0;
+    for (int64_t j = 0; j <= pos; ++j) {
+      double s = 0;
+      for (int d = 0; d < head_dim; ++d) s += double(q[size_t(d)]) * k[size_t(j * head_dim + d)];
+      w[size_t(j)] = s * 0.2;
+      max_s = std::max(max_s, w[size_t(j)]);
+    }
+    for (auto& x : w) total += (x = std::exp(x - max_s));
+    for (int d = 0; d < head_dim; ++d) {
+      double o = 0;
+      for (int64_t j = 0; j <= pos; ++j) o += w[size_t(j)] / total * v[size_t(j * head_dim + d)];
+      EXPECT_NEAR(expected[size_t(d)], o, 1e-5);
+    }
+  }
+}
+
+TEST(Float16, ConversionsRoundTripAndRoundToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = f16_to_f32(uint16_t(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_f16(f), h) << std::hex << h;
+  }
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);   // rounds up to infinity
+  EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);   // largest finite
+  EXPECT_EQ(f32_to_f16(1.0f + 0x1.0p-11f), 0x3c00);  // tie to even
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.5f)), 1.5f);
+}
+
+TEST(ThreadPool, RunsEveryTaskExactlyOnceAcrossManyJobs) {
+  ThreadPool pool(3);
+  for (int job = 0; job < 2000; ++job) {
+    const size_t n = size_t(1 + job % 37);
+    std::vector<std::atomic<int>> hits(n);
+    pool.run(n, [&](size_t i) { hits[i].fetch_add(1); });
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " task " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kvg
