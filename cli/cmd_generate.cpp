@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/args.hpp"
+#include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "engine/generate.hpp"
@@ -13,11 +14,18 @@ int cmd_generate(int argc, char** argv) {
     if (std::string(argv[i]) == "-n") argv[i] = const_cast<char*>("--n");
   Args args(argc, argv, 2, {"json"});
   auto known = kEngineFlags;
-  known.insert({"text", "tokens", "n", "seed", "temperature", "top-k", "top-p", "json", "chunk"});
+  known.insert({"text", "tokens", "n", "seed", "temperature", "top-k", "top-p", "json", "chunk", "artifact", "store"});
   args.allow_only(known);
   auto model = load_model(args);
-  const auto prompt = prompt_tokens(args, *model);
   Session session(model, engine_options(args));
+  std::vector<int32_t> prompt;
+  if (args.has("artifact")) {
+    const ArtifactRef ref = resolve_artifact(args);
+    prompt = prompt_after_artifact(args, *model, chain_tokens(ref));
+    graft(session, ref.id, ref.open, prompt);
+  } else {
+    prompt = prompt_tokens(args, *model);
+  }
   GenerateOptions options;
   options.max_new_tokens = args.get_int("n", 64);
   options.prefill_chunk = args.get_int("chunk", 0);
@@ -36,13 +44,14 @@ int cmd_generate(int argc, char** argv) {
       return true;
     };
   }
-  const GenerateResult result = generate(session, prompt, options);
+  const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
+  const GenerateResult result = generate(session, rest, options);
   if (json) {
     std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"stopped_at_eos\":%s,"
-                "\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
+                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
                 join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(tok.decode(result.tokens)).c_str(), result.stopped_at_eos ? "true" : "false",
-                result.prefill_seconds, result.decode_seconds);
+                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
   } else {
     std::printf("\n");
   }

@@ -9,5 +9,8 @@ int cmd_logits(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_capture(int argc, char** argv);
+int cmd_verify(int argc, char** argv);
+int cmd_graft_check(int argc, char** argv);
 
 }  // namespace kvg::cli

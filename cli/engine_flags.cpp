@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "common/error.hpp"
-#include "storage/sha256.hpp"
+#include "engine/graft_check.hpp"
 
 namespace kvg::cli {
 
@@ -26,10 +26,6 @@ std::vector<int32_t> prompt_tokens(const Args& args, const Model& model) {
   if (args.has("tokens")) return parse_token_list(args.get("tokens"));
   const Tokenizer& tok = model.tokenizer();
   return tok.add_bos() ? tok.encode_with_bos(args.get("text")) : tok.encode(args.get("text"));
-}
-
-std::string logits_sha256(const std::vector<float>& logits) {
-  return to_hex(sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()), logits.size() * 4)));
 }
 
 std::string write_logits(const std::string& path, const std::vector<float>& logits) {

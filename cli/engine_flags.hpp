@@ -21,6 +21,5 @@ std::shared_ptr<const Model> load_model(const Args& args);
 std::vector<int32_t> prompt_tokens(const Args& args, const Model& model);
 // Writes fp32 logits as little-endian bytes; returns their SHA-256 (hex).
 std::string write_logits(const std::string& path, const std::vector<float>& logits);
-std::string logits_sha256(const std::vector<float>& logits);
 
 }  // namespace kvg::cli

@@ -19,9 +19,16 @@ struct Command {
 const Command kCommands[] = {
     {"info", kvg::cli::cmd_info, "--model M [--json]"},
     {"tokenize", kvg::cli::cmd_tokenize, "--model M --text T [--bos]"},
-    {"logits", kvg::cli::cmd_logits, "--model M --tokens 1,2,3 --out FILE [--chunk K] [--threads N] [--isa I]"},
+    {"logits", kvg::cli::cmd_logits,
+     "--model M --tokens 1,2,3 --out FILE [--chunk K] [--threads N] [--isa I] [--artifact A [--store DIR]]"},
     {"generate", kvg::cli::cmd_generate,
-     "--model M (--text T | --tokens ...) [-n N] [--seed S --temperature X --top-k K --top-p P] [--json]"},
+     "--model M (--text T | --tokens ...) [-n N] [--seed S --temperature X --top-k K --top-p P] [--json] "
+     "[--artifact A [--store DIR]]"},
+    {"capture", kvg::cli::cmd_capture,
+     "--model M (--text T | --tokens ...) (--out FILE | --store DIR) [--parent HASH]"},
+    {"verify", kvg::cli::cmd_verify, "FILE"},
+    {"graft-check", kvg::cli::cmd_graft_check,
+     "--model M --artifact A (--tokens ... | --text T) [--samples N] [--store DIR]"},
     {"bench", kvg::cli::cmd_bench, "--model M [--prompt-tokens N] [--gen-tokens N] [--threads T]"},
     {"synth", kvg::cli::cmd_synth,
      "--out F.gguf --n-embd .. --n-layer .. --n-head .. --n-head-kv .. --n-ff .. --vocab .. --type f32|f16|q8_0 --seed S"},

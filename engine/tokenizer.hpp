@@ -33,6 +33,9 @@ class Tokenizer {
   // Text -> ids, without BOS (prepend bos() yourself, or use encode_with_bos).
   std::vector<int32_t> encode(std::string_view text) const;
   std::vector<int32_t> encode_with_bos(std::string_view text) const;
+  // Text that continues earlier tokens (after an artifact's prefix): encoded
+  // without the space prefix, so " and" stays one leading space.
+  std::vector<int32_t> encode_continuation(std::string_view text) const;
   // One token's text as it appears in decoded output (byte tokens give their byte,
   // control tokens give ""). `previous` lets the leading-space rule apply: the
   // first piece after BOS drops the space that add_space_prefix inserted.
@@ -46,6 +49,7 @@ class Tokenizer {
   const Vocabulary& vocabulary() const { return vocab_; }
 
  private:
+  std::vector<int32_t> encode_text(std::string_view text, bool space_prefix) const;
   // Lets the merge loop look up a std::string_view without building a string.
   struct PieceHash {
     using is_transparent = void;

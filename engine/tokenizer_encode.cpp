@@ -96,8 +96,16 @@ struct BigramOrder {
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  return encode_text(text, vocab_.add_space_prefix);
+}
+
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text) const {
+  return encode_text(text, false);
+}
+
+std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_prefix) const {
   if (text.empty()) return {};
-  const std::string norm = normalize(text, vocab_.add_space_prefix);
+  const std::string norm = normalize(text, space_prefix);
   if (norm.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     throw Error(ErrorCode::OutOfRange, "tokenizer: text of " + std::to_string(text.size()) +
                                            " bytes is too long to encode at once");

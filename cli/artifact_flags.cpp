@@ -1,0 +1,52 @@
+#include "cli/artifact_flags.hpp"
+
+#include <filesystem>
+
+#include "cli/engine_flags.hpp"
+#include "common/error.hpp"
+
+namespace kvg::cli {
+
+std::shared_ptr<FileStore> store_from(const Args& args) {
+  if (!args.has("store")) return nullptr;
+  return std::make_shared<FileStore>(args.get("store"));
+}
+
+ArtifactRef resolve_artifact(const Args& args) {
+  const std::string name = args.get("artifact");
+  auto store = store_from(args);
+  ArtifactOpener from_store = [store](const Digest& id) -> std::unique_ptr<ByteSource> {
+    if (!store)
+      throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is needed (a parent?) but no --store was given");
+    return store->get(id);
+  };
+  if (auto id = digest_from_hex(name); id && store && !std::filesystem::exists(name)) return {*id, from_store};
+  if (!std::filesystem::exists(name))
+    throw Error(ErrorCode::NotFound, "--artifact '" + name + "' is neither a file nor a hash in --store");
+  // A file: its identity is the hash of its bytes.
+  FileSource file(name);
+  const Digest identity = verify_artifact(file).identity;
+  return {identity, [identity, name, from_store](const Digest& id) -> std::unique_ptr<ByteSource> {
+            if (id == identity) return std::make_unique<FileSource>(name);
+            return from_store(id);
+          }};
+}
+
+std::vector<int32_t> chain_tokens(const ArtifactRef& ref) {
+  std::vector<int32_t> tokens;
+  for (const auto& h : chain_headers(ref.id, ref.open)) tokens.insert(tokens.end(), h.tokens.begin(), h.tokens.end());
+  return tokens;
+}
+
+std::vector<int32_t> prompt_after_artifact(const Args& args, const Model& model,
+                                           const std::vector<int32_t>& chain) {
+  if (args.has("tokens") == args.has("text"))
+    throw Error(ErrorCode::InvalidArgument, "give exactly one of --tokens and --text");
+  if (args.has("tokens")) return parse_token_list(args.get("tokens"));
+  std::vector<int32_t> prompt = chain;
+  const auto rest = model.tokenizer().encode_continuation(args.get("text"));
+  prompt.insert(prompt.end(), rest.begin(), rest.end());
+  return prompt;
+}
+
+}  // namespace kvg::cli

@@ -1,0 +1,76 @@
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+
+#include "cli/args.hpp"
+#include "cli/artifact_flags.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+#include "common/error.hpp"
+
+namespace kvg::cli {
+
+int cmd_capture(int argc, char** argv) {
+  Args args(argc, argv, 2, {});
+  auto known = kEngineFlags;
+  known.insert({"text", "tokens", "out", "store", "parent", "chunk"});
+  args.allow_only(known);
+  if (args.has("out") == args.has("store")) throw Error(ErrorCode::InvalidArgument, "give exactly one of --out and --store");
+  auto model = load_model(args);
+  Session session(model, engine_options(args));
+
+  std::optional<Digest> parent;
+  std::vector<int32_t> prefix;
+  if (args.has("parent")) {
+    auto store = store_from(args);
+    if (!store) throw Error(ErrorCode::InvalidArgument, "--parent needs --store (the parent is looked up there)");
+    const auto id = digest_from_hex(args.get("parent"));
+    if (!id) throw Error(ErrorCode::InvalidArgument, "--parent must be a 64-character hex SHA-256");
+    parent = *id;
+    const ArtifactRef ref{*id, [store](const Digest& d) { return store->get(d); }};
+    prefix = prompt_after_artifact(args, *model, chain_tokens(ref));
+    graft(session, *id, ref.open, prefix);
+  } else {
+    prefix = prompt_tokens(args, *model);
+  }
+  const int64_t from = session.n_past();
+  if (int64_t(prefix.size()) <= from)
+    throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
+  session.prefill(std::span<const int32_t>(prefix).subspan(size_t(from)), args.get_int("chunk", 0), LogitsFor::None,
+                  nullptr);
+
+  Digest identity;
+  if (args.has("out")) {
+    FileSink sink(args.get("out"));
+    identity = capture(session, from, session.n_past(), parent, sink);
+    sink.close(true);
+  } else {
+    // Stream to a temporary file next to the store, then let the store take it
+    // (it re-hashes while copying): the KV never needs a second copy in memory.
+    auto store = store_from(args);
+    const std::string temp = store->dir() + "/.capture-" + std::to_string(::getpid());
+    {
+      FileSink sink(temp);
+      identity = capture(session, from, session.n_past(), parent, sink);
+      sink.close(true);
+    }
+    FileSource source(temp);
+    const Digest stored = store->put(source);
+    std::filesystem::remove(temp);
+    if (stored != identity) throw Error(ErrorCode::Internal, "store computed a different hash than the writer");
+  }
+  std::fprintf(stderr, "captured positions [%lld, %lld) of %s\n", (long long)from, (long long)session.n_past(),
+               model->path().c_str());
+  std::printf("%s\n", to_hex(identity).c_str());
+  return 0;
+}
+
+int cmd_verify(int argc, char** argv) {
+  if (argc != 3) throw Error(ErrorCode::InvalidArgument, "usage: kvg verify FILE");
+  FileSource source(argv[2]);
+  const VerifiedArtifact verified = verify_artifact(source);
+  std::printf("%s\n", header_to_json(verified.header, verified.identity).c_str());
+  return 0;
+}
+
+}  // namespace kvg::cli

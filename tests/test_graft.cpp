@@ -1,0 +1,245 @@
+// Capture and graft: a grafted context continues bit-identically to a
+// monolithic recompute, for single artifacts and chains, greedy and sampled,
+// at several thread counts; every damaged or mismatched artifact is refused
+// with a precise reason and leaves the context untouched.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "engine/graft.hpp"
+#include "engine/graft_check.hpp"
+#include "engine/synth_model.hpp"
+#include "storage/artifact_format.hpp"
+#include "tests/shared_data.hpp"
+
+namespace kvg {
+namespace {
+
+// An in-memory content-addressed map: enough store for engine tests.
+struct MemoryArtifacts {
+  std::map<Digest, std::vector<uint8_t>> bytes;
+
+  ArtifactOpener opener() {
+    return [this](const Digest& id) -> std::unique_ptr<ByteSource> {
+      auto it = bytes.find(id);
+      if (it == bytes.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found");
+      return std::make_unique<MemorySource>(it->second);
+    };
+  }
+
+  // Captures positions [from, to) of `tokens` (grafting the parent first).
+  Digest capture_prefix(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t from,
+                        int64_t to, std::optional<Digest> parent, int threads = 1) {
+    EngineOptions options;
+    options.threads = threads;
+    Session session(model, options);
+    if (parent) graft(session, *parent, opener(), tokens);
+    EXPECT_EQ(session.n_past(), from);
+    session.prefill(std::span<const int32_t>(tokens.data() + from, size_t(to - from)), 0, LogitsFor::None, nullptr);
+    MemorySink sink;
+    const Digest id = capture(session, from, to, parent, sink);
+    bytes[id] = sink.bytes();
+    return id;
+  }
+};
+
+std::vector<int32_t> story_tokens(const Model& model, size_t n) {
+  std::vector<int32_t> ids = {1};
+  for (size_t i = 1; i < n; ++i) ids.push_back(int32_t(3 + (i * 104729) % size_t(model.config().n_vocab - 3)));
+  return ids;
+}
+
+class GraftOnModel : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam();
+    model_ = Model::load(test::shared_path(GetParam()));
+  }
+  std::shared_ptr<const Model> model_;
+  MemoryArtifacts store_;
+};
+
+TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
+  const auto tokens = story_tokens(*model_, 75);
+  for (int threads : {1, 2})
+    for (int64_t split : {int64_t(1), int64_t(2), int64_t(31), int64_t(32), int64_t(33), int64_t(40), int64_t(74)}) {
+      const Digest id = store_.capture_prefix(model_, tokens, 0, split, std::nullopt, threads);
+      EngineOptions engine;
+      engine.threads = threads;
+      GraftCheckOptions options;
+      options.samples = split == 40 ? 50 : 2;
+      const auto r = graft_check(model_, engine, id, store_.opener(), tokens, options);
+      EXPECT_TRUE(r.exact) << "split " << split << " threads " << threads;
+      EXPECT_EQ(r.graft_logits_sha256, r.recompute_logits_sha256);
+      EXPECT_EQ(r.kl_max, 0.0);
+      EXPECT_EQ(r.argmax_agreement, 1.0);
+      EXPECT_EQ(r.positions, int64_t(tokens.size()) - split);
+      EXPECT_EQ(r.samples_equal, r.samples);
+    }
+}
+
+TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
+  const auto tokens = story_tokens(*model_, 90);
+  const Digest a = store_.capture_prefix(model_, tokens, 0, 20, std::nullopt);
+  const Digest b = store_.capture_prefix(model_, tokens, 20, 45, a);
+  const Digest c = store_.capture_prefix(model_, tokens, 45, 77, b);
+  for (const Digest& leaf : {b, c}) {
+    GraftCheckOptions options;
+    options.samples = 50;
+    const auto r = graft_check(model_, EngineOptions{}, leaf, store_.opener(), tokens, options);
+    EXPECT_TRUE(r.exact);
+    EXPECT_EQ(r.grafted_tokens, leaf == b ? 45 : 77);
+  }
+  // A chain link stores only its own positions.
+  const ArtifactHeader hb = parse_header(store_.bytes[b]);
+  EXPECT_EQ(hb.position_start, 20u);
+  EXPECT_EQ(hb.n_tokens(), 25u);
+  EXPECT_EQ(*hb.parent, a);
+  // Greedy generation after the graft equals generation after a full prefill.
+  Session grafted(model_, EngineOptions{}), full(model_, EngineOptions{});
+  graft(grafted, c, store_.opener(), tokens);
+  std::vector<float> lg, lf;
+  grafted.prefill(std::span<const int32_t>(tokens).subspan(77), 0, LogitsFor::Last, &lg);
+  full.prefill(tokens, 0, LogitsFor::Last, &lf);
+  ASSERT_EQ(0, std::memcmp(lg.data(), lf.data(), lg.size() * 4));
+  // The KV rows themselves are identical.
+  for (int l = 0; l < model_->config().n_layer; ++l)
+    ASSERT_EQ(0, std::memcmp(grafted.kv_cache().k(l, 0), full.kv_cache().k(l, 0),
+                             size_t(tokens.size()) * size_t(model_->config().kv_row_floats()) * 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GraftOnModel, ::testing::Values(test::kStories260K, test::kTinyStories656K),
+                         [](const auto& info) { return std::string(info.param).find("260K") != std::string::npos ? std::string("stories260K") : std::string("TinyStories656K"); });
+
+class GraftRefusal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KVG_REQUIRE_SHARED(test::kStories260K);
+    model_ = Model::load(test::shared_path(test::kStories260K));
+    tokens_ = story_tokens(*model_, 30);
+    root_ = store_.capture_prefix(model_, tokens_, 0, 12, std::nullopt);
+    leaf_ = store_.capture_prefix(model_, tokens_, 12, 20, root_);
+  }
+
+  // Grafts and returns the error; the session must be unchanged afterwards.
+  Error refusal(const Digest& id, const ArtifactOpener& open, std::span<const int32_t> prompt) {
+    Session session(model_, EngineOptions{});
+    try {
+      graft(session, id, open, prompt);
+    } catch (const Error& e) {
+      EXPECT_EQ(session.n_past(), 0);
+      return e;
+    }
+    ADD_FAILURE() << "graft was accepted";
+    return Error(ErrorCode::Internal, "accepted");
+  }
+
+  std::shared_ptr<const Model> model_;
+  std::vector<int32_t> tokens_;
+  MemoryArtifacts store_;
+  Digest root_{}, leaf_{};
+};
+
+TEST_F(GraftRefusal, EveryFlippedBitIsRefused) {
+  const std::vector<uint8_t> good = store_.bytes[root_];
+  for (size_t byte = 0; byte < good.size(); byte += (byte < 300 ? 1 : 97)) {
+    for (int bit : {0, 7}) {
+      std::vector<uint8_t> bad = good;
+      bad[byte] ^= uint8_t(1u << bit);
+      ArtifactOpener open = [&](const Digest&) -> std::unique_ptr<ByteSource> { return std::make_unique<MemorySource>(bad); };
+      const Error e = refusal(root_, open, tokens_);
+      EXPECT_TRUE(e.code() == ErrorCode::Corrupt || e.code() == ErrorCode::Unsupported ||
+                  e.code() == ErrorCode::ModelMismatch || e.code() == ErrorCode::RecipeMismatch ||
+                  e.code() == ErrorCode::TokenMismatch)
+          << "byte " << byte << ": " << e.what();
+    }
+  }
+}
+
+TEST_F(GraftRefusal, TruncatedAndEmptyArtifactsAreRefused) {
+  const std::vector<uint8_t> good = store_.bytes[root_];
+  for (size_t cut : {size_t(0), size_t(3), size_t(64), size_t(255), good.size() / 2, good.size() - 1}) {
+    std::vector<uint8_t> bad(good.begin(), good.begin() + std::ptrdiff_t(cut));
+    ArtifactOpener open = [&](const Digest&) -> std::unique_ptr<ByteSource> { return std::make_unique<MemorySource>(bad); };
+    const Error e = refusal(root_, open, tokens_);
+    EXPECT_EQ(e.code(), ErrorCode::Corrupt) << "cut " << cut << ": " << e.what();
+  }
+}
+
+TEST_F(GraftRefusal, ContentThatDoesNotHashToItsNameIsRefused) {
+  Digest wrong = root_;
+  wrong[0] ^= 1;
+  store_.bytes[wrong] = store_.bytes[root_];
+  const Error e = refusal(wrong, store_.opener(), tokens_);
+  EXPECT_EQ(e.code(), ErrorCode::Corrupt);
+  EXPECT_NE(std::string(e.what()).find("not to its name"), std::string::npos) << e.what();
+}
+
+TEST_F(GraftRefusal, DivergingPromptNamesPositionAndBothIds) {
+  std::vector<int32_t> prompt = tokens_;
+  prompt[15] = prompt[15] == 5 ? 6 : 5;
+  const Error e = refusal(leaf_, store_.opener(), prompt);
+  EXPECT_EQ(e.code(), ErrorCode::TokenMismatch);
+  const std::string expected = "position 15: the artifact has token " + std::to_string(tokens_[15]) +
+                               ", the prompt has " + std::to_string(prompt[15]);
+  EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  const std::vector<int32_t> short_prompt(tokens_.begin(), tokens_.begin() + 10);
+  EXPECT_EQ(refusal(leaf_, store_.opener(), short_prompt).code(), ErrorCode::TokenMismatch);
+}
+
+TEST_F(GraftRefusal, MissingParentIsRefused) {
+  store_.bytes.erase(root_);
+  const Error e = refusal(leaf_, store_.opener(), tokens_);
+  EXPECT_EQ(e.code(), ErrorCode::NotFound);
+  EXPECT_NE(std::string(e.what()).find(to_hex(root_)), std::string::npos) << e.what();
+}
+
+TEST_F(GraftRefusal, AnotherModelIsRefused) {
+  SynthOptions o;
+  o.n_embd = 64;
+  o.n_layer = 5;
+  o.n_head = 8;
+  o.n_head_kv = 4;
+  o.n_ff = 172;
+  o.n_vocab = 512;
+  o.seed = 3;
+  const std::string path = test::temp_dir("graft-other-model") + "/m.gguf";
+  write_synth_model(o, path);
+  auto other = Model::load(path);  // same KV layout, different weights
+  Session session(other, EngineOptions{});
+  try {
+    graft(session, root_, store_.opener(), tokens_);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ModelMismatch);
+    EXPECT_NE(std::string(e.what()).find(model_->fingerprint_hex()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(session.n_past(), 0);
+}
+
+TEST_F(GraftRefusal, AnotherRecipeIsRefused) {
+  Session session(model_, EngineOptions{});
+  session.prefill(std::span<const int32_t>(tokens_.data(), 12), 0, LogitsFor::None, nullptr);
+  ArtifactHeader h = capture_header(session, 0, 12, std::nullopt);
+  h.recipe = "bf16-tensorcore-v1";
+  MemorySink sink;
+  ArtifactWriter writer(h, sink);
+  for (uint32_t l = 0; l < h.n_layer; ++l) writer.write_layer(l, session.kv_cache().k(int(l), 0), session.kv_cache().v(int(l), 0));
+  const Digest id = writer.finish();
+  store_.bytes[id] = sink.bytes();
+  const Error e = refusal(id, store_.opener(), tokens_);
+  EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
+  EXPECT_NE(std::string(e.what()).find("bf16-tensorcore-v1"), std::string::npos) << e.what();
+}
+
+TEST_F(GraftRefusal, CaptureNeedsAParentForLaterPositions) {
+  Session session(model_, EngineOptions{});
+  session.prefill(tokens_, 0, LogitsFor::None, nullptr);
+  MemorySink sink;
+  EXPECT_THROW(capture(session, 5, 10, std::nullopt, sink), Error);
+  EXPECT_THROW(capture(session, 0, 31, std::nullopt, sink), Error);
+}
+
+}  // namespace
+}  // namespace kvg
