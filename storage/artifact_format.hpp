@@ -1,0 +1,171 @@
+// Artifact format v1: one contiguous, canonical, little-endian byte string
+//   header (padded to 64 bytes) | payload (K,V per layer, f32) | trailer (SHA-256)
+// whose SHA-256 over all bytes is its identity. docs/artifact-format.md is the
+// normative specification; this file is one implementation of it.
+//
+// Nothing read from an artifact may be trusted until ArtifactReader::finish()
+// (or verify_artifact) has checked the trailer: header validation only proves
+// the header is well-formed, not that it is the one that was written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "storage/byte_stream.hpp"
+#include "storage/sha256.hpp"
+
+namespace kvg {
+
+inline constexpr char kArtifactMagic[4] = {'K', 'V', 'G', 'A'};
+inline constexpr uint32_t kArtifactVersion = 1;
+inline constexpr uint32_t kKvDtypeF32 = 0;
+inline constexpr uint32_t kFlagHasParent = 1u << 0;
+inline constexpr size_t kHeaderAlign = 64;
+inline constexpr size_t kTrailerBytes = 32;
+// Bytes before the recipe string: magic..recipe_len.
+inline constexpr size_t kHeaderFixedPrefix = 84;
+// Bytes between the recipe string and the token ids: kv_dtype..chain_tokens_sha256.
+inline constexpr size_t kHeaderFixedMiddle = 56;
+
+inline constexpr size_t kMaxRecipeBytes = 64;
+inline constexpr uint32_t kMaxLayers = 1024;
+inline constexpr uint32_t kMaxHeadsKv = 1024;
+inline constexpr uint32_t kMaxHeadDim = 4096;
+inline constexpr uint64_t kMaxPositionEnd = uint64_t{1} << 31;  // position_start + n_tokens
+// Largest total artifact size a reader accepts (keeps every size in int64).
+inline constexpr uint64_t kMaxArtifactBytes = uint64_t{1} << 62;
+
+struct ArtifactHeader {
+  uint32_t version = kArtifactVersion;
+  Digest model_fingerprint{};
+  std::optional<Digest> parent;  // the artifact this one continues (a chain link)
+  std::string recipe;            // e.g. "f32-portable-v1"
+  uint32_t kv_dtype = kKvDtypeF32;
+  uint32_t n_layer = 0;
+  uint32_t n_head_kv = 0;
+  uint32_t head_dim = 0;
+  uint32_t position_start = 0;   // absolute position of tokens[0]; the parent's end
+  Digest chain_tokens_sha256{};  // hash_token_ids of positions 0..position_end()-1
+  std::vector<uint32_t> tokens;  // the n_tokens ids stored here
+
+  uint32_t n_tokens() const { return static_cast<uint32_t>(tokens.size()); }
+  uint64_t position_end() const { return uint64_t{position_start} + tokens.size(); }
+  size_t row_floats() const { return size_t{n_head_kv} * head_dim; }  // one token, one layer, K or V
+  size_t block_floats() const { return tokens.size() * row_floats(); }  // one K or V block
+  size_t layer_bytes() const { return 2 * block_floats() * sizeof(float); }
+  // Sizes are meaningful for headers that pass validate_header (which bounds
+  // them well inside size_t on 64-bit hosts).
+  size_t header_bytes() const;  // padded to kHeaderAlign
+  size_t payload_bytes() const { return size_t{n_layer} * layer_bytes(); }
+  size_t total_bytes() const { return header_bytes() + payload_bytes() + kTrailerBytes; }
+};
+
+// Throws Corrupt (or Unsupported for an unknown version / kv_dtype) when the
+// header breaks a rule of the specification.
+void validate_header(const ArtifactHeader& header);
+
+// Canonical header bytes, padding included. Throws InvalidArgument (Unsupported
+// for version/dtype) if the header is invalid: we never write what we would reject.
+std::vector<uint8_t> encode_header(const ArtifactHeader& header);
+
+// Parses and validates the header at the front of `bytes` (which may hold the
+// whole artifact). Does not check the trailer.
+ArtifactHeader parse_header(std::span<const uint8_t> bytes);
+
+// chain_tokens_sha256: SHA-256 of the token ids as consecutive u32 little-endian.
+Digest hash_token_ids(std::span<const uint32_t> tokens);
+
+// The same hash fed incrementally (e.g. parent chain tokens, then new ones).
+class TokenHasher {
+ public:
+  void update(std::span<const uint32_t> tokens);
+  Digest finish() { return sha_.finish(); }
+
+ private:
+  Sha256 sha_;
+};
+
+// Streams one artifact into a sink, hashing as it goes (no second copy, no
+// second pass). The header is written by the constructor. After any exception
+// (including one from the sink) the writer and what it wrote are unusable.
+class ArtifactWriter {
+ public:
+  ArtifactWriter(const ArtifactHeader& header, ByteSink& sink);
+
+  // Layer `layer` (must be the next one): K then V, each block_floats() floats
+  // laid out [n_tokens][n_head_kv][head_dim].
+  void write_layer(uint32_t layer, const float* K, const float* V);
+  // Raw little-endian payload bytes, for copying an artifact through; may be
+  // mixed with write_layer as long as write_layer starts on a layer boundary.
+  void write_payload(std::span<const uint8_t> bytes);
+  uint64_t payload_written() const { return written_; }
+
+  // Writes the trailer and returns the identity. Throws InvalidArgument if the
+  // payload is incomplete.
+  Digest finish();
+
+ private:
+  void emit(const uint8_t* data, size_t n);
+
+  ByteSink& sink_;
+  Sha256 sha_;
+  uint64_t payload_bytes_;
+  uint64_t layer_bytes_;
+  uint64_t written_ = 0;
+  bool finished_ = false;
+};
+
+// Streams one artifact out of a source, in bounded reads, hashing as it goes.
+// Order: header(), then read_layer()/read_payload() in order, then finish().
+// Truncation throws Corrupt "artifact truncated: expected N bytes, got M".
+// After any exception the reader is unusable: discard it and everything read.
+class ArtifactReader {
+ public:
+  static constexpr size_t kDefaultChunkBytes = size_t{4} << 20;
+
+  explicit ArtifactReader(ByteSource& src, size_t chunk_bytes = kDefaultChunkBytes);
+
+  // Parses and validates the header on the first call.
+  const ArtifactHeader& header();
+  // Reads layer `layer` (must be the next one) into K and V (block_floats() each).
+  void read_layer(uint32_t layer, float* K, float* V);
+  // Reads up to out.size() raw payload bytes; returns fewer only at payload end.
+  size_t read_payload(std::span<uint8_t> out);
+  uint64_t payload_remaining();
+
+  // Hashes and discards any unread payload, reads the trailer, requires end of
+  // data, verifies the trailer and returns the identity.
+  Digest finish();
+
+ private:
+  void take(uint8_t* buf, size_t n);  // exactly n bytes or Corrupt (truncated)
+  [[noreturn]] void truncated(uint64_t got) const;
+
+  ByteSource& src_;
+  size_t chunk_bytes_;
+  Sha256 sha_;
+  std::optional<ArtifactHeader> header_;
+  uint64_t consumed_ = 0;   // bytes taken from src_
+  uint64_t expected_ = 0;   // bytes known to be needed so far (total once the header is read)
+  uint64_t payload_read_ = 0;
+  bool finished_ = false;
+};
+
+struct VerifiedArtifact {
+  ArtifactHeader header;
+  Digest identity;
+};
+
+// Reads a whole artifact (constant memory beyond the header), checks every rule
+// and the trailer, and returns the header with the identity.
+VerifiedArtifact verify_artifact(ByteSource& src);
+VerifiedArtifact verify_artifact(std::span<const uint8_t> bytes);
+
+// One JSON object describing the header and identity (for `kvg verify`).
+std::string header_to_json(const ArtifactHeader& header, const Digest& identity);
+
+}  // namespace kvg

@@ -1,0 +1,130 @@
+#include <algorithm>
+#include <vector>
+
+#include "common/error.hpp"
+#include "storage/artifact_format.hpp"
+#include "storage/artifact_header_parser.hpp"
+#include "storage/little_endian.hpp"
+
+namespace kvg {
+
+namespace {
+
+// Reads the header from the stream into a growing buffer, hashing as it goes.
+// It grows only as bytes actually arrive, so a forged n_tokens in a short
+// input cannot make us allocate gigabytes.
+class StreamHeaderBytes final : public detail::HeaderBytes {
+ public:
+  StreamHeaderBytes(ByteSource& src, Sha256& sha, size_t chunk) : src_(src), sha_(sha), chunk_(chunk) {}
+
+  const uint8_t* need(size_t n) override {
+    while (buf_.size() < n) {
+      size_t old = buf_.size();
+      size_t want = std::min(n - old, chunk_);
+      buf_.resize(old + want);
+      size_t got = read_fully(src_, buf_.data() + old, want);
+      sha_.update(buf_.data() + old, got);
+      buf_.resize(old + got);
+      if (got < want) detail::throw_truncated(std::max<uint64_t>(n, total_), buf_.size());
+    }
+    return buf_.data();
+  }
+  void expect_total(uint64_t total) override { total_ = total; }
+  size_t consumed() const { return buf_.size(); }
+
+ private:
+  ByteSource& src_;
+  Sha256& sha_;
+  size_t chunk_;
+  std::vector<uint8_t> buf_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
+ArtifactReader::ArtifactReader(ByteSource& src, size_t chunk_bytes)
+    : src_(src), chunk_bytes_(std::max<size_t>(chunk_bytes, 64)) {}
+
+const ArtifactHeader& ArtifactReader::header() {
+  if (!header_) {
+    StreamHeaderBytes in(src_, sha_, chunk_bytes_);
+    header_ = detail::parse_header_from(in);
+    consumed_ = in.consumed();  // exactly header_bytes: the parser asks for no more
+    expected_ = header_->total_bytes();
+  }
+  return *header_;
+}
+
+void ArtifactReader::truncated(uint64_t got) const { detail::throw_truncated(expected_, got); }
+
+void ArtifactReader::take(uint8_t* buf, size_t n) {
+  while (n > 0) {
+    size_t r = src_.read(buf, std::min(n, chunk_bytes_));
+    if (r == 0) truncated(consumed_);
+    sha_.update(buf, r);
+    consumed_ += r;
+    buf += r;
+    n -= r;
+  }
+}
+
+uint64_t ArtifactReader::payload_remaining() { return header().payload_bytes() - payload_read_; }
+
+void ArtifactReader::read_layer(uint32_t layer, float* K, float* V) {
+  const ArtifactHeader& h = header();
+  if (finished_) throw Error(ErrorCode::Internal, "ArtifactReader::read_layer after finish");
+  const uint64_t layer_bytes = h.layer_bytes();
+  if (payload_read_ % layer_bytes != 0 || payload_read_ / layer_bytes != layer || layer >= h.n_layer)
+    throw Error(ErrorCode::InvalidArgument, "ArtifactReader::read_layer(" + std::to_string(layer) +
+                                                ") out of order: " + std::to_string(payload_read_) + " of " +
+                                                std::to_string(h.payload_bytes()) + " payload bytes read");
+  for (float* block : {K, V}) {
+    take(reinterpret_cast<uint8_t*>(block), layer_bytes / 2);
+    if constexpr (!kHostLittleEndian) byteswap_words(block, h.block_floats());
+  }
+  payload_read_ += layer_bytes;
+}
+
+size_t ArtifactReader::read_payload(std::span<uint8_t> out) {
+  if (finished_) throw Error(ErrorCode::Internal, "ArtifactReader::read_payload after finish");
+  size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), payload_remaining()));
+  take(out.data(), n);
+  payload_read_ += n;
+  return n;
+}
+
+Digest ArtifactReader::finish() {
+  if (finished_) throw Error(ErrorCode::Internal, "ArtifactReader::finish called twice");
+  header();
+  if (payload_remaining() > 0) {
+    std::vector<uint8_t> scratch(static_cast<size_t>(std::min<uint64_t>(payload_remaining(), chunk_bytes_)));
+    while (payload_remaining() > 0) read_payload(scratch);
+  }
+  Digest expected = Sha256(sha_).finish();
+  Digest trailer;
+  take(trailer.data(), trailer.size());
+  Digest identity = sha_.finish();
+  if (trailer != expected)
+    throw Error(ErrorCode::Corrupt, "artifact trailer hash mismatch (damaged or truncated)");
+  // Also drives a hash-verifying store source to its end-of-data check.
+  uint8_t extra;
+  if (src_.read(&extra, 1) != 0)
+    throw Error(ErrorCode::Corrupt, "artifact has extra data after its trailer (expected exactly " +
+                                        std::to_string(expected_) + " bytes)");
+  finished_ = true;
+  return identity;
+}
+
+VerifiedArtifact verify_artifact(ByteSource& src) {
+  ArtifactReader reader(src);
+  ArtifactHeader header = reader.header();
+  Digest identity = reader.finish();
+  return {std::move(header), identity};
+}
+
+VerifiedArtifact verify_artifact(std::span<const uint8_t> bytes) {
+  MemorySource src(bytes);
+  return verify_artifact(src);
+}
+
+}  // namespace kvg
