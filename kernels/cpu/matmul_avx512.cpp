@@ -22,7 +22,8 @@ inline float reduce(__m512 v) {
   return _mm_cvtss_f32(s1);
 }
 
-inline float q_scale(const uint8_t* block) { return f16_to_f32(load_u16(block)); }
+// F16C conversion: exact, and the same value as kvg::f16_to_f32.
+inline float q_scale(const uint8_t* block) { return _cvtsh_ss(load_u16(block)); }
 
 // Loads the full chunk of 16 weights at element k (k + 16 <= cols).
 template <WeightType kType>
@@ -51,20 +52,28 @@ inline __m512 load_weights(const uint8_t* row, int64_t k) {
 template <WeightType kType, int T, int R>
 void tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t r0, float* y,
           int64_t y_stride) {
+  // Fully unrolled so every accumulator stays in a register.
   __m512 acc[T][R];
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   const uint8_t* rows[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) rows[r] = w.row(r0 + r);
   const float* xs[T];
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xs[t] = x + (t0 + t) * x_stride;
 
   const int64_t full = w.cols / kLanes * kLanes;
   for (int64_t k = 0; k < full; k += kLanes) {
     __m512 xv[T];
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(xs[t] + k);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 wv = load_weights<kType>(rows[r], k);
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) acc[t][r] = _mm512_fmadd_ps(xv[t], wv, acc[t][r]);
     }
   }

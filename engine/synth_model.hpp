@@ -1,0 +1,68 @@
+// Synthetic llama-architecture GGUF models with seeded random weights: any
+// shape, any size, no download. They exercise the loader, the forward pass
+// and exactness at realistic sizes; their output is noise, not language.
+//
+// Every weight is a pure function of (seed, tensor index, element index), so
+// another implementation can recompute any element without the file:
+//   key   = mix64(seed + G * (tensor_index + 1))
+//   r     = mix64(key + G * (element + 1))          G = 0x9e3779b97f4a7c15
+//   u     = (2 * (r >> 40) - 2^24) * 2^-24           in [-1, 1), exact in f32
+//   norm weights:   1 + u * 2^-4        (rounded once to f32)
+//   matrix weights: u * (1 / sqrt(ne[0])) (f32 sqrt and division, rounded once)
+// mix64 is the splitmix64 finaliser; element indexes run in GGUF order (ne[0]
+// fastest); tensor indexes follow synth_tensors().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/gguf/gguf_file.hpp"
+
+namespace kvg {
+
+struct SynthOptions {
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int n_ff = 0;
+  int n_vocab = 0;  // at least 259: <unk>, <s>, </s> and the 256 byte tokens
+  int n_ctx = 2048;
+  std::string type = "f32";  // f32 | f16 | q8_0 (norms are always f32)
+  uint64_t seed = 0;
+  float rope_base = 10000;
+};
+
+// Writes the model to `path`, streaming tensor by tensor (memory use does not
+// grow with the model). Throws kvg::Error: InvalidArgument for an unusable
+// shape or type, Io when the file cannot be written.
+void write_synth_model(const SynthOptions& options, const std::string& path);
+
+// The tensors write_synth_model writes, in file order (index = tensor index).
+struct SynthTensor {
+  std::string name;
+  std::vector<uint64_t> ne;  // GGUF order: [in, out]
+  gguf::TensorType type;
+  bool norm;                 // RMS-norm weight (≈ 1) rather than a matrix
+};
+std::vector<SynthTensor> synth_tensors(const SynthOptions& options);  // validates options
+
+// One weight before encoding (see the formula above).
+float synth_weight(uint64_t seed, uint64_t tensor_index, const SynthTensor& tensor, uint64_t element);
+
+// The vocabulary pieces, scores and token types the generator writes.
+struct SynthVocab {
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+};
+SynthVocab synth_vocab(int n_vocab);
+
+// Q8_0 encoding of n values (n a multiple of 32) into n / 32 blocks of 34
+// bytes: per block d = max|x| / 127 rounded to f16, q = round(x / d) clamped
+// to [-127, 127] using that rounded d (q = 0 when d is 0).
+void encode_q8_0(const float* x, size_t n, uint8_t* out);
+
+}  // namespace kvg
