@@ -8,8 +8,14 @@
 
 namespace kvg {
 
+namespace detail {
+void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
+                           float* out);
+}  // namespace detail
+
 void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
                     float* out, Isa isa) {
+  if (isa == Isa::Avx512) return detail::attention_head_avx512(q, kv, head_dim, position, scale, out);
   float scores[kAttentionBlock];
   // Per-block sums first, then merged into the running state: the same two
   // roundings whatever the block's length.
