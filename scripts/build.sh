@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds the CMake tree in build/ (engine, CLI, tests; CUDA
+# kernels too when nvcc is found, see KVG_CUDA in CMakeLists.txt).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${KVG_CMAKE_ARGS:-} >/dev/null
+cmake --build "$repo/build" -j "$jobs"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvgraft builds and tests with, skipping those
+# already present (so a warm machine pays nothing). Needs root or sudo.
+set -euo pipefail
+packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
+          postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
+          libtap-parser-sourcehandler-pgtap-perl postgresql-contrib)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+echo "installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `kvg` command's names, flags, outputs and exit
+# statuses (other tools rely on them). Usage: cli_test.sh KVG SHARED_DIR
+set -u
+kvg=$1
+shared=$2
+model=$shared/models/stories260K.gguf
+q8=$shared/models/TinyStories-656K-Q8_0.gguf
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() {  # check NAME COMMAND...: passes when COMMAND exits 0
+  local name=$1
+  shift
+  if "$@" >"$tmp/out" 2>"$tmp/err"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $name"
+    sed 's/^/  | /' "$tmp/out" "$tmp/err" | head -20
+  fi
+}
+fails() { ! "$@"; }
+
+if [ ! -f "$model" ]; then
+  echo "skipped: $model not found (set KVG_SHARED)"
+  exit 0
+fi
+
+check "info names the model" bash -c "'$kvg' info --model '$model' | grep -q 'fingerprint     270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d'"
+check "info --json is one object" bash -c "'$kvg' info --model '$q8' --json | grep -q '\"kv_heads\":4,\"head_dim\":16'"
+check "tokenize prints ids on one line" bash -c "[ \"\$('$kvg' tokenize --model '$model' --text 'Once upon a time')\" = '403 407 261 378' ]"
+check "tokenize --bos prepends 1" bash -c "[ \"\$('$kvg' tokenize --model '$model' --text 'Once upon a time' --bos)\" = '1 403 407 261 378' ]"
+
+tokens=1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337
+h1=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/a.bin")
+h7=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/b.bin" --chunk 7 --threads 2 --isa scalar)
+check "logits hash equals across chunk, threads and isa" test "$h1" = "$h7"
+check "logits file is positions x vocab fp32" test "$(stat -c %s "$tmp/a.bin")" = $((21 * 512 * 4))
+check "logits prints the file's sha256" test "$h1" = "$(sha256sum "$tmp/a.bin" | cut -d' ' -f1)"
+
+check "generate greedy reproduces the reference" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 16 | grep -q 'Once upon a time, there was a little girl named Lily'"
+sampled() { "$kvg" generate --model "$model" --text 'Once' -n 8 --seed 5 --temperature 0.8 --top-k 40 --top-p 0.9 --json "$@" | grep -o '"tokens":\[[0-9,]*\]'; }
+check "generate --json is seeded-reproducible across chunking" bash -c "[ -n \"\$1\" ] && [ \"\$1\" = \"\$2\" ]" _ "$(sampled)" "$(sampled --chunk 1)"
+
+art=$("$kvg" capture --model "$model" --tokens 1,403,407,261,378,432 --out "$tmp/a.kvga" 2>/dev/null | tail -1)
+check "capture prints the artifact's sha256 last" test "$art" = "$(sha256sum "$tmp/a.kvga" | cut -d' ' -f1)"
+check "verify prints the header" bash -c "'$kvg' verify '$tmp/a.kvga' | grep -q '\"n_tokens\": 6'"
+store=$tmp/store
+root=$("$kvg" capture --model "$model" --text "Once upon a time" --store "$store" 2>/dev/null | tail -1)
+link=$("$kvg" capture --model "$model" --text ", there was a little girl" --parent "$root" --store "$store" 2>/dev/null | tail -1)
+check "graft-check of a chain is exact (exit 0)" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$store' --text ' named Lily.' --samples 5 | grep -q '\"exact\":true'"
+check "graft logits equal monolithic logits" bash -c "
+  full=\$('$kvg' logits --model '$model' --tokens $tokens --out '$tmp/full.bin') &&
+  part=\$('$kvg' logits --model '$model' --tokens $tokens --artifact '$tmp/a.kvga' --out '$tmp/part.bin') &&
+  tail -c $(((21 - 6) * 512 * 4)) '$tmp/full.bin' | cmp - '$tmp/part.bin'"
+check "generate after a graft" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text ' named' -n 4 --json | grep -q '\"grafted_tokens\":'"
+
+cp "$tmp/a.kvga" "$tmp/bad.kvga"
+printf '\x01' | dd of="$tmp/bad.kvga" bs=1 seek=400 conv=notrunc 2>/dev/null
+check "verify refuses a flipped byte" fails "$kvg" verify "$tmp/bad.kvga"
+head -c 100 "$tmp/a.kvga" >"$tmp/short.kvga"
+check "verify refuses a truncated file" fails "$kvg" verify "$tmp/short.kvga"
+check "graft refuses a diverging prompt" bash -c "'$kvg' logits --model '$model' --tokens 1,403,407,261,378,400,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'position 5: the artifact has token 432, the prompt has 400'"
+check "graft refuses another model" bash -c "'$kvg' logits --model '$q8' --tokens 1,403,407,261,378,432,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'model mismatch'"
+check "missing parent names the store" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$tmp/empty' --text ' x' 2>&1 | grep -q 'not found'"
+check "unknown flag is an error" fails "$kvg" info --model "$model" --bogus 1
+check "malformed model is an error" bash -c "head -c 1000 '$model' > '$tmp/cut.gguf'; '$kvg' info --model '$tmp/cut.gguf' 2>&1 | grep -q 'GGUF'"
+check "synth writes a loadable model" bash -c "'$kvg' synth --out '$tmp/s.gguf' --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 --type q8_0 --seed 1 && '$kvg' info --model '$tmp/s.gguf' --json | grep -q '\"layers\":2'"
+check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '| decode '"
+
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
