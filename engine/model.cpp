@@ -31,11 +31,13 @@ WeightType weight_type_of(const gguf::TensorInfo& t) {
     case gguf::TensorType::BF16: return WeightType::BF16;
     case gguf::TensorType::Q8_0: return WeightType::Q8_0;
     case gguf::TensorType::Q4_0: return WeightType::Q4_0;
+    case gguf::TensorType::Q4_K: return WeightType::Q4_K;
+    case gguf::TensorType::Q6_K: return WeightType::Q6_K;
     default:
       throw Error(ErrorCode::Unsupported, "model: tensor '" + t.name + "' has type " +
                                               gguf::tensor_type_name(t.type) +
                                               ", which the f32-portable-v1 recipe does not implement "
-                                              "(supported: f32, f16, bf16, q8_0, q4_0)");
+                                              "(supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
   }
 }
 

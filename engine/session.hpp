@@ -20,7 +20,12 @@ namespace kvg {
 // The arithmetic every logits hash and artifact records (docs/recipe.md).
 inline constexpr const char* kRecipe = "f32-portable-v1";
 
+// Where the forward pass runs. Auto takes a CUDA device when one is usable
+// and the CPU otherwise; both compute the same recipe, so the same bits.
+enum class Device { Cpu, Cuda, Auto };
+
 struct EngineOptions {
+  Device device = Device::Cpu;
   int threads = 1;
   Isa isa = default_isa();
   int64_t max_context = 0;  // 0: the model's context length

@@ -43,6 +43,14 @@ std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_t cols,
         uint16_t d = f32_to_f16(value(rng) * 0.05f);
         std::memcpy(row + size_t(b) * size_t(weight_block_bytes(type)), &d, 2);
       }
+    // K-quants: sane f16 scales (d, dmin for Q4_K at the start; d at the end for Q6_K).
+    if (type == WeightType::Q4_K || type == WeightType::Q6_K)
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        uint8_t* block = row + size_t(b) * size_t(weight_block_bytes(type));
+        const uint16_t d = f32_to_f16(value(rng) * 0.01f), dmin = f32_to_f16(value(rng) * 0.01f);
+        std::memcpy(type == WeightType::Q4_K ? block : block + 208, &d, 2);
+        if (type == WeightType::Q4_K) std::memcpy(block + 2, &dmin, 2);
+      }
   }
   return data;
 }
@@ -51,9 +59,11 @@ TEST(Matmul, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   struct Shape { int64_t rows, cols, tokens; };
-  for (WeightType type : {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0}) {
-    const bool blocked = weight_block_elements(type) == 32;
-    for (Shape s : {Shape{37, blocked ? 96 : 172, 1}, Shape{64, blocked ? 64 : 8, 5}, Shape{19, blocked ? 320 : 333, 13}}) {
+  for (WeightType type : {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0,
+                          WeightType::Q4_K, WeightType::Q6_K}) {
+    const int64_t block = weight_block_elements(type);
+    auto width = [&](int64_t plain, int64_t blocks) { return block == 1 ? plain : block * blocks; };
+    for (Shape s : {Shape{37, width(172, 3), 1}, Shape{64, width(8, 2), 5}, Shape{19, width(333, 5), 13}}) {
       const auto data = random_weights(type, s.rows, s.cols, rng);
       WeightMatrix w{type, data.data(), s.rows, s.cols, data.size() / size_t(s.rows)};
       std::vector<float> x(static_cast<size_t>(s.tokens * s.cols));
@@ -84,6 +94,61 @@ TEST(Matmul, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
               << isa_name(isa) << " threads " << threads;
         }
     }
+  }
+}
+
+// The K-quant element mapping, written the way the formats are usually
+// described (whole blocks, 64 or 128 elements at a time), against the
+// chunked decoder the kernels use.
+TEST(Matmul, KQuantBlocksDecodeAsSpecified) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (WeightType type : {WeightType::Q4_K, WeightType::Q6_K}) {
+    std::vector<uint8_t> block(size_t(weight_block_bytes(type)));
+    for (auto& b : block) b = uint8_t(byte(rng));
+    const uint16_t d = f32_to_f16(0.0123f), dmin = f32_to_f16(0.0071f);
+    std::vector<float> expected(256);
+    if (type == WeightType::Q4_K) {
+      std::memcpy(block.data(), &d, 2);
+      std::memcpy(block.data() + 2, &dmin, 2);
+      const uint8_t* sc = block.data() + 4;
+      auto scale_min = [&](int j, int& s, int& m) {
+        if (j < 4) { s = sc[j] & 63; m = sc[j + 4] & 63; }
+        else { s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4); m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4); }
+      };
+      const uint8_t* q = block.data() + 16;
+      for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+        int s1, m1, s2, m2;
+        scale_min(is, s1, m1);
+        scale_min(is + 1, s2, m2);
+        const float d1 = f16_to_f32(d) * float(s1), o1 = f16_to_f32(dmin) * float(m1);
+        const float d2 = f16_to_f32(d) * float(s2), o2 = f16_to_f32(dmin) * float(m2);
+        for (int l = 0; l < 32; ++l) expected[size_t(j + l)] = d1 * float(q[l] & 0xF) - o1;
+        for (int l = 0; l < 32; ++l) expected[size_t(j + 32 + l)] = d2 * float(q[l] >> 4) - o2;
+      }
+    } else {
+      std::memcpy(block.data() + 208, &d, 2);
+      const uint8_t* ql = block.data();
+      const uint8_t* qh = block.data() + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(block.data() + 192);
+      const float df = f16_to_f32(d);
+      for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
+        for (int l = 0; l < 32; ++l) {
+          const int is = l / 16;
+          const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+          expected[size_t(n + l)] = df * float(sc[is]) * float(q1);
+          expected[size_t(n + l + 32)] = df * float(sc[is + 2]) * float(q2);
+          expected[size_t(n + l + 64)] = df * float(sc[is + 4]) * float(q3);
+          expected[size_t(n + l + 96)] = df * float(sc[is + 6]) * float(q4);
+        }
+    }
+    const WeightMatrix w{type, block.data(), 1, 256, block.size()};
+    std::vector<float> got(256);
+    dequantize_row(w, 0, got.data());
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(got[size_t(i)], expected[size_t(i)]) << weight_type_name(type) << " element " << i;
   }
 }
 

@@ -47,16 +47,20 @@ inline Lanes load_weights(const uint8_t* row, int64_t k) {
     return {_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
   } else if constexpr (kType == WeightType::Q8_0) {
     const uint8_t* block = row + size_t(k / 32) * 34;
-    const __m256 d = _mm256_set1_ps(f16_to_f32(load_u16(block)));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(block)));  // F16C: exact
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (k % 32)));
     return {_mm256_mul_ps(d, widen_i8(q)), _mm256_mul_ps(d, widen_i8(_mm_srli_si128(q, 8)))};
-  } else {  // Q4_0
+  } else if constexpr (kType == WeightType::Q4_0) {
     const uint8_t* block = row + size_t(k / 32) * 18;
-    const __m256 d = _mm256_set1_ps(f16_to_f32(load_u16(block)));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(load_u16(block)));  // F16C: exact
     __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
     if (k % 32) bytes = _mm_srli_epi16(bytes, 4);
     const __m128i q = _mm_sub_epi8(_mm_and_si128(bytes, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
     return {_mm256_mul_ps(d, widen_i8(q)), _mm256_mul_ps(d, widen_i8(_mm_srli_si128(q, 8)))};
+  } else {  // K-quants: the shared scalar decoder (prefill dequantizes rows once anyway)
+    alignas(32) float tmp[kLanes];
+    decode_chunk(kType, row, k, kLanes, tmp);
+    return load(tmp);
   }
 }
 
@@ -123,6 +127,8 @@ void matmul_block_avx2(const WeightMatrix& w, const float* x, int64_t x_stride, 
     case WeightType::BF16: return block<WeightType::BF16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q8_0: return block<WeightType::Q8_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q4_K: return block<WeightType::Q4_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q6_K: return block<WeightType::Q6_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
   }
 }
 

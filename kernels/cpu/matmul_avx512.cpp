@@ -39,13 +39,17 @@ inline __m512 load_weights(const uint8_t* row, int64_t k) {
     const uint8_t* block = row + size_t(k / 32) * 34;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + (k % 32)));
     return _mm512_mul_ps(_mm512_set1_ps(q_scale(block)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  } else {  // Q4_0
+  } else if constexpr (kType == WeightType::Q4_0) {
     const uint8_t* block = row + size_t(k / 32) * 18;
     __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
     if (k % 32) bytes = _mm_srli_epi16(bytes, 4);
     const __m128i nibbles = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
     const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nibbles), _mm512_set1_epi32(8));
     return _mm512_mul_ps(_mm512_set1_ps(q_scale(block)), _mm512_cvtepi32_ps(q));
+  } else {  // K-quants: the shared scalar decoder (prefill dequantizes rows once anyway)
+    alignas(64) float tmp[kLanes];
+    decode_chunk(kType, row, k, kLanes, tmp);
+    return _mm512_load_ps(tmp);
   }
 }
 
@@ -127,6 +131,8 @@ void matmul_block_avx512(const WeightMatrix& w, const float* x, int64_t x_stride
     case WeightType::BF16: return block<WeightType::BF16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q8_0: return block<WeightType::Q8_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q4_K: return block<WeightType::Q4_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+    case WeightType::Q6_K: return block<WeightType::Q6_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
   }
 }
 

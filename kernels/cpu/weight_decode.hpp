@@ -49,6 +49,47 @@ inline void decode_chunk(WeightType type, const uint8_t* row, int64_t k, int n, 
       }
       return;
     }
+    case WeightType::Q4_K: {
+      // 256 per block: f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min)
+      // for 8 sub-blocks of 32, then 128 bytes of nibbles (64 elements share
+      // 32 bytes: low nibbles first). w = (d*scale)*q - dmin*min: the two
+      // products are exact, the difference rounds once.
+      const uint8_t* block = row + size_t(k / 256) * 144;
+      const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
+      const uint8_t* scales = block + 4;
+      const int e = int(k % 256), sub = e / 32;  // a 16-chunk never straddles a sub-block
+      int sc, mn;
+      if (sub < 4) {
+        sc = scales[sub] & 63;
+        mn = scales[sub + 4] & 63;
+      } else {
+        sc = (scales[sub + 4] & 0x0f) | ((scales[sub - 4] >> 6) << 4);
+        mn = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
+      }
+      const float scale = d * float(sc), offset = dmin * float(mn);
+      const uint8_t* q = block + 16 + (e / 64) * 32 + (e % 32);
+      const bool high = (e % 64) >= 32;
+      for (int i = 0; i < n; ++i) out[i] = scale * float(high ? (q[i] >> 4) : (q[i] & 0x0f)) - offset;
+      return;
+    }
+    case WeightType::Q6_K: {
+      // 256 per block: 128 bytes of low nibbles, 64 bytes of high 2-bit
+      // pairs, 16 int8 sub-block scales, f16 d. w = (d*scale)*(q-32): the
+      // first product is exact, the second rounds once.
+      const uint8_t* block = row + size_t(k / 256) * 210;
+      const float d = f16_to_f32(load_u16(block + 208));
+      const int e = int(k % 256), half = e / 128, quarter = (e % 128) / 32, l0 = e % 32;
+      const uint8_t* ql = block + half * 64 + (quarter & 1) * 32;
+      const uint8_t* qh = block + 128 + half * 32;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(block + 192) + half * 8 + 2 * quarter;
+      for (int i = 0; i < n; ++i) {
+        const int l = l0 + i;
+        const int low = quarter < 2 ? (ql[l] & 0x0f) : (ql[l] >> 4);
+        const int q = (low | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+        out[i] = (d * float(sc[l / 16])) * float(q);
+      }
+      return;
+    }
   }
 }
 

@@ -13,12 +13,20 @@ const char* weight_type_name(WeightType t) {
     case WeightType::BF16: return "bf16";
     case WeightType::Q8_0: return "q8_0";
     case WeightType::Q4_0: return "q4_0";
+    case WeightType::Q4_K: return "q4_k";
+    case WeightType::Q6_K: return "q6_k";
   }
   return "?";
 }
 
 int weight_block_elements(WeightType t) {
-  return t == WeightType::Q8_0 || t == WeightType::Q4_0 ? 32 : 1;
+  switch (t) {
+    case WeightType::Q8_0:
+    case WeightType::Q4_0: return 32;
+    case WeightType::Q4_K:
+    case WeightType::Q6_K: return 256;
+    default: return 1;
+  }
 }
 
 int weight_block_bytes(WeightType t) {
@@ -28,6 +36,8 @@ int weight_block_bytes(WeightType t) {
     case WeightType::BF16: return 2;
     case WeightType::Q8_0: return 34;
     case WeightType::Q4_0: return 18;
+    case WeightType::Q4_K: return 144;
+    case WeightType::Q6_K: return 210;
   }
   return 0;
 }

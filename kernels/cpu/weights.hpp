@@ -1,9 +1,10 @@
 // A weight matrix as the kernels see it: rows of `cols` elements in one of the
 // storage formats below, row r starting at data + r * row_bytes.
 //
-// Every format dequantizes exactly to fp32 (an f16 scale times a small
-// integer is representable), so quantized weights change only memory traffic,
-// never the arithmetic of the recipe.
+// Every format dequantizes to fp32 by one fixed formula (docs/recipe.md); for
+// all but Q6_K the result is exact (an f16 scale times a small integer is
+// representable), so quantized weights change only memory traffic, never the
+// arithmetic of the recipe.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +12,7 @@
 
 namespace kvg {
 
-enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0 };
+enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
 
 const char* weight_type_name(WeightType t);
 // Elements per block and bytes per block of each format.

@@ -1,0 +1,24 @@
+// Whether this build has the CUDA kernels, and whether this process can use
+// a GPU. Plain C++: CPU-only builds and the engine include it freely.
+//
+// Nothing here touches CUDA at library load or static initialisation.
+// PostgreSQL loads the extension in the postmaster and forks backends, and a
+// CUDA context does not survive fork(), so CUDA is initialised lazily, in the
+// process that first calls cuda_device_available() (DESIGN.md).
+#pragma once
+
+#include <string>
+
+namespace kvg {
+
+// True when the CUDA kernels were compiled into this build (KVG_HAVE_CUDA).
+bool cuda_compiled();
+
+// True when a CUDA device can run this build's kernels; `why` (if given) then
+// names the device. Otherwise false, and `why` says why: no CUDA support
+// compiled in, no driver, no device, a device this build has no code for, or
+// the CUDA error text. The first call initialises CUDA in the calling
+// process; the answer is remembered for the life of the process.
+bool cuda_device_available(std::string* why = nullptr);
+
+}  // namespace kvg

@@ -1,0 +1,38 @@
+// The recipe's matrix product on the GPU (docs/recipe.md, kernels/cpu/matmul.hpp).
+//
+// Each output element is one dot product computed by one group of 16
+// threads (a half-warp): thread i is lane i of the recipe and accumulates,
+// with __fmaf_rn, the products of elements k ≡ i (mod 16) in increasing k;
+// the group then combines its 16 lanes by the recipe's pairwise tree. Tiles
+// over tokens and rows only decide which dot products run together, never
+// how one is computed, so the result is bit-identical to the CPU kernels for
+// any batch size and either kernel shape (decode or prefill).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/cpu/weights.hpp"
+#include "kernels/cuda/device_memory.hpp"
+
+namespace kvg::cuda {
+
+// One product y[t * y_stride + r] = dot(row r of w, x[t]); w.data and y are
+// device pointers, w keeps its storage format (quantized stays quantized).
+struct MatmulOutput {
+  WeightMatrix w;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Up to this many products that read the same input share one launch (the
+// q, k, v projections; the gate and up projections).
+constexpr int kMaxMatmulOutputs = 3;
+
+// For every output o and token t < n_tokens: o.y[t * o.y_stride + r] =
+// dot(row r of o.w, x + t * x_stride) for r < o.w.rows. Every o.w.cols must
+// be equal (the width of x). Asynchronous on `stream`.
+void matmul(std::span<const MatmulOutput> outputs, const float* x, int64_t x_stride, int64_t n_tokens,
+            const Stream& stream);
+
+}  // namespace kvg::cuda

@@ -1,0 +1,145 @@
+// Device-side building blocks of the f32-portable-v1 recipe (docs/recipe.md):
+// the weight decoders, exp_f32 and the 16-lane dot product, each a line-by-
+// line port of the CPU definition in kernels/cpu/.
+//
+// Every floating-point operation is an explicit round-to-nearest intrinsic
+// (__fmaf_rn, __fmul_rn, __fadd_rn, __fsub_rn, __fdiv_rn, __fsqrt_rn), so the
+// compiler can neither contract a multiply and an add into an FMA nor
+// substitute an approximate division, square root or reciprocal; the files
+// are also compiled with -fmad=false -ftz=false -prec-div=true
+// -prec-sqrt=true as a second line of defence.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/weights.hpp"
+
+namespace kvg::cuda::detail {
+
+// The recipe's lane width: 16 partial sums per dot product.
+constexpr int kLanes = 16;
+
+__device__ __forceinline__ float f32_from_bits(uint32_t bits) { return __uint_as_float(bits); }
+
+// f16 -> f32 exactly as kernels/cpu/float16.hpp: pure integer code, including
+// subnormals and NaN payloads, so no hardware conversion is trusted.
+__device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent != 0x1fu && exponent != 0) {  // normal: the common case first
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (exponent == 0x1fu) {  // inf / nan
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (mantissa == 0) {  // signed zero
+    bits = sign;
+  } else {  // subnormal: renormalise
+    exponent = 113;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  return f32_from_bits(bits);
+}
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+
+// Rows start 2-byte aligned in every format (device buffers are 256-byte
+// aligned; row and block sizes are even), so a u16 load is safe.
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+// Element k of a weight row as fp32: the value decode_chunk() produces
+// (kernels/cpu/weight_decode.hpp). The quantized products are exact.
+template <WeightType kType>
+__device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
+  if constexpr (kType == WeightType::F32) {
+    return reinterpret_cast<const float*>(row)[k];
+  } else if constexpr (kType == WeightType::F16) {
+    return f16_to_f32(load_u16(row + k * 2));
+  } else if constexpr (kType == WeightType::BF16) {
+    return bf16_to_f32(load_u16(row + k * 2));
+  } else if constexpr (kType == WeightType::Q8_0) {  // block: f16 scale, 32 x int8
+    const uint8_t* block = row + (k >> 5) * 34;
+    const float d = f16_to_f32(load_u16(block));
+    const int8_t q = static_cast<int8_t>(block[2 + (k & 31)]);
+    return __fmul_rn(d, float(q));
+  } else {  // Q4_0 — block: f16 scale, 16 bytes; low nibbles are elements 0..15, high 16..31
+    const uint8_t* block = row + (k >> 5) * 18;
+    const float d = f16_to_f32(load_u16(block));
+    const int i = int(k & 31);
+    const uint8_t byte = block[2 + (i & 15)];
+    const int nibble = i < 16 ? (byte & 0x0f) : (byte >> 4);
+    return __fmul_rn(d, float(nibble - 8));
+  }
+}
+
+// exp_f32 of kernels/cpu/portable_math.hpp, operation for operation.
+__device__ __forceinline__ float exp_f32(float x) {
+  if (x != x) return x;
+  if (x > 88.0f) return f32_from_bits(0x7f800000u);  // +inf
+  if (x < -86.0f) return 0.0f;
+  const float shifter = 12582912.0f;  // 1.5 * 2^23
+  const float n = __fsub_rn(__fadd_rn(__fmul_rn(x, 1.44269504088896341f), shifter), shifter);
+  float r = __fmaf_rn(n, -0.693359375f, x);
+  r = __fmaf_rn(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = __fmaf_rn(p, r, 1.3981999507e-3f);
+  p = __fmaf_rn(p, r, 8.3334519073e-3f);
+  p = __fmaf_rn(p, r, 4.1665795894e-2f);
+  p = __fmaf_rn(p, r, 1.6666665459e-1f);
+  p = __fmaf_rn(p, r, 5.0000001201e-1f);
+  const float r2 = __fmul_rn(r, r);
+  p = __fmaf_rn(p, r2, r);
+  p = __fadd_rn(p, 1.0f);
+  const int32_t e = int32_t(n) + 127;  // n is an integer in [-125, 127]: truncation is exact
+  return __fmul_rn(p, f32_from_bits(uint32_t(e) << 23));
+}
+
+// SiLU as the recipe defines it: x / (1 + exp(-x)).
+__device__ __forceinline__ float silu_f32(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, exp_f32(-x))); }
+
+// The recipe's fixed pairwise tree over 16 lane sums held by one thread
+// (reduce_lanes in kernels/cpu/weight_decode.hpp).
+__device__ __forceinline__ float reduce_lanes(const float acc[kLanes]) {
+  float s8[8], s4[4], s2[2];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s8[i] = __fadd_rn(acc[i], acc[i + 8]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s4[i] = __fadd_rn(s8[i], s8[i + 4]);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) s2[i] = __fadd_rn(s4[i], s4[i + 2]);
+  return __fadd_rn(s2[0], s2[1]);
+}
+
+// The same tree when lane i of a 16-thread group (a half-warp, aligned to 16
+// within its warp) holds acc[i]. __shfl_down_sync with width 16 gives lane i
+// the value of lane i + offset in its own half, so after offsets 8, 4, 2, 1
+// lane 0 holds ((acc[0]+acc[8]) + (acc[4]+acc[12])) + ... exactly as
+// reduce_lanes: each step adds the partner (i + offset) to the left operand
+// i, as s8[i] = acc[i] + acc[i+8] does. Other lanes hold garbage. Every
+// thread of the warp must call it (full mask).
+__device__ __forceinline__ float reduce_half_warp(float v) {
+  v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, 8, 16));
+  v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, 4, 16));
+  v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, 2, 16));
+  v = __fadd_rn(v, __shfl_down_sync(0xffffffffu, v, 1, 16));
+  return v;
+}
+
+// dot(a, b) over n elements in the recipe's order, by one thread.
+__device__ __forceinline__ float dot_serial(const float* a, const float* b, int n) {
+  float acc[kLanes];
+#pragma unroll
+  for (int i = 0; i < kLanes; ++i) acc[i] = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += kLanes) {
+#pragma unroll
+    for (int i = 0; i < kLanes; ++i)
+      if (k0 + i < n) acc[i] = __fmaf_rn(a[k0 + i], b[k0 + i], acc[i]);
+  }
+  return reduce_lanes(acc);
+}
+
+}  // namespace kvg::cuda::detail
