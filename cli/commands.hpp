@@ -8,6 +8,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_bench_graft(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_verify(int argc, char** argv);

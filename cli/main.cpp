@@ -30,6 +30,8 @@ const Command kCommands[] = {
     {"graft-check", kvg::cli::cmd_graft_check,
      "--model M --artifact A (--tokens ... | --text T) [--samples N] [--store DIR]"},
     {"bench", kvg::cli::cmd_bench, "--model M [--prompt-tokens N] [--gen-tokens N] [--threads T]"},
+    {"bench-graft", kvg::cli::cmd_bench_graft,
+     "--model M [--lengths 64,128,...] [--store DIR] [--threads T] [--repeat R]"},
     {"synth", kvg::cli::cmd_synth,
      "--out F.gguf --n-embd .. --n-layer .. --n-head .. --n-head-kv .. --n-ff .. --vocab .. --type f32|f16|q8_0 --seed S"},
 };

@@ -1,0 +1,287 @@
+// kvg bench-graft: what grafting a stored prefix saves over recomputing it
+// (issue #3), and what the content-addressed store costs over plain file I/O.
+// Every row also proves the saving is free: the following token's logits from
+// the grafted context must equal the monolithic recompute's, byte for byte.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/engine_flags.hpp"
+#include "common/error.hpp"
+#include "engine/graft.hpp"
+#include "engine/sampler.hpp"
+#include "storage/file_store.hpp"
+
+namespace kvg::cli {
+
+namespace {
+
+// The store's own copy chunk, so plain I/O issues the same-sized syscalls.
+constexpr size_t kIoChunk = size_t(1) << 20;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A private directory for the bench's store and files; removed with all it
+// holds when the bench ends, on error too.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw Error(ErrorCode::Io, "cannot create directory '" + parent + "': " + ec.message());
+    std::string tmpl = parent + "/kvg-bench-graft-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) throw Error(ErrorCode::Io, "cannot create a temporary directory in '" + parent + "'");
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// 64, 128, 256, ... below `limit` - 1, then `limit` - 1 itself: the longest
+// prefix that still leaves room for the following token.
+std::vector<int64_t> default_lengths(int64_t limit) {
+  std::vector<int64_t> out;
+  for (int64_t n = 64; n < limit - 1; n *= 2) out.push_back(n);
+  out.push_back(limit - 1);
+  return out;
+}
+
+std::vector<int64_t> parse_lengths(const std::string& text, int64_t limit) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    int64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(text.data() + pos, text.data() + end, n);
+    if (ec != std::errc() || ptr != text.data() + end)
+      throw Error(ErrorCode::InvalidArgument, "--lengths must be comma-separated integers, got '" + text + "'");
+    if (n < 1 || n > limit - 1)
+      throw Error(ErrorCode::InvalidArgument, "prefix length " + std::to_string(n) + " is outside 1.." +
+                                                  std::to_string(limit - 1) + " (the context holds " +
+                                                  std::to_string(limit) + " positions, one is for the next token)");
+    out.push_back(n);
+    pos = end + 1;
+  }
+  return out;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void remove_file(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (ec) throw Error(ErrorCode::Io, "cannot remove '" + path + "': " + ec.message());
+}
+
+// Reads `src` to its end in kIoChunk reads; returns the byte count.
+uint64_t drain(ByteSource& src, std::vector<uint8_t>& buf) {
+  uint64_t total = 0;
+  for (size_t r; (r = src.read(buf.data(), buf.size())) > 0;) total += r;
+  return total;
+}
+
+struct Row {
+  int64_t tokens = 0;
+  uint64_t bytes = 0;
+  double capture_s = 1e300, graft_s = 1e300, recompute_s = 1e300;  // best of the repeats
+  bool exact = true;                                                // every repeat
+};
+
+struct IoResult {
+  double put_s = 1e300, write_s = 1e300, get_s = 1e300, read_s = 1e300;
+};
+
+// The store against plain file I/O of the same bytes in the same directory.
+// Both reads come from the page cache (the file was just written), which is
+// where the store's hash verification shows most.
+IoResult measure_io(FileStore& store, const std::string& dir, const std::vector<uint8_t>& artifact,
+                    const Digest& id, int repeat) {
+  const std::string source_path = dir + "/artifact.src";
+  const std::string plain_path = store.dir() + "/plain.bin";
+  {
+    FileSink sink(source_path);
+    sink.write(artifact.data(), artifact.size());
+    sink.close(true);
+  }
+  std::vector<uint8_t> buf(kIoChunk);
+  IoResult r;
+  for (int rep = 0; rep < repeat; ++rep) {
+    // A put of content already present skips the rename; time the full path.
+    remove_file(store.path_of(id));
+    double t0 = now_seconds();
+    {
+      FileSource source(source_path);
+      if (store.put(source) != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
+    }
+    r.put_s = std::min(r.put_s, now_seconds() - t0);
+
+    remove_file(plain_path);
+    t0 = now_seconds();
+    {
+      FileSink sink(plain_path);
+      for (size_t off = 0; off < artifact.size(); off += kIoChunk)
+        sink.write(artifact.data() + off, std::min(kIoChunk, artifact.size() - off));
+      sink.close(true);
+    }
+    r.write_s = std::min(r.write_s, now_seconds() - t0);
+
+    t0 = now_seconds();
+    {
+      auto source = store.get(id);  // throws at the end unless the hash matches
+      if (drain(*source, buf) != artifact.size()) throw Error(ErrorCode::Internal, "store returned a different size");
+    }
+    r.get_s = std::min(r.get_s, now_seconds() - t0);
+
+    t0 = now_seconds();
+    {
+      FileSource source(plain_path);
+      if (drain(source, buf) != artifact.size()) throw Error(ErrorCode::Internal, "plain file has a different size");
+    }
+    r.read_s = std::min(r.read_s, now_seconds() - t0);
+  }
+  return r;
+}
+
+double mb_per_s(uint64_t bytes, double seconds) { return double(bytes) / seconds / 1e6; }
+
+}  // namespace
+
+int cmd_bench_graft(int argc, char** argv) {
+  Args args(argc, argv, 2, {});
+  auto known = kEngineFlags;
+  known.insert({"lengths", "store", "repeat"});
+  args.allow_only(known);
+  const double load_t0 = now_seconds();
+  auto model = load_model(args);
+  const double load_s = now_seconds() - load_t0;
+  const EngineOptions options = engine_options(args);
+  const int n_vocab = model->config().n_vocab;
+  if (n_vocab <= 3) throw Error(ErrorCode::InvalidArgument, "the model's vocabulary is too small for a random prompt");
+  const int64_t limit = Session(model, options).max_context();
+  if (limit < 2) throw Error(ErrorCode::InvalidArgument, "the context must hold at least a prefix and one token");
+  const std::vector<int64_t> lengths =
+      args.has("lengths") ? parse_lengths(args.get("lengths"), limit) : default_lengths(limit);
+  const int64_t repeat = args.get_int("repeat", 0);  // 0: by prefix length
+  if (args.has("repeat") && repeat < 1) throw Error(ErrorCode::InvalidArgument, "--repeat must be at least 1");
+  // Short prefixes are cheap and noisy, long ones expensive and steady.
+  auto repeats_for = [&](int64_t tokens) { return int(repeat > 0 ? repeat : tokens <= 512 ? 3 : 1); };
+
+  // BOS, then deterministic pseudo-random ids (as `kvg bench`): a dense
+  // forward pass costs the same whatever the tokens say.
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<int32_t> prompt(size_t(longest + 1));
+  prompt[0] = 1;
+  for (int64_t i = 1; i <= longest; ++i)
+    prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(n_vocab - 3)) + 3;
+
+  const TempDir dir(args.opt("store").value_or("/tmp"));
+  FileStore store(dir.path() + "/store");
+  const ArtifactOpener open = [&store](const Digest& id) { return store.get(id); };
+
+  std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
+              model->path().c_str(), model->config().architecture.c_str(),
+              (unsigned long long)model->parameter_count(), load_s);
+  std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", kRecipe, isa_name(options.isa),
+              options.threads, (long long)limit);
+  std::printf("store        %s (temporary)\n", store.dir().c_str());
+  std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
+              repeat > 0 ? std::to_string(repeat).c_str() : "3 up to 512 tokens, 1 above");
+  std::printf("| prefix tokens | artifact bytes | bytes/token | capture ms | graft + 1 token ms | recompute ms "
+              "| speed-up | exact |\n");
+  std::printf("|--------------:|---------------:|------------:|-----------:|-------------------:|-------------:"
+              "|---------:|:-----:|\n");
+  std::fflush(stdout);
+
+  std::vector<uint8_t> largest_artifact;
+  Digest largest_id{};
+  bool all_exact = true;
+  for (const int64_t n : lengths) {
+    const std::span<const int32_t> whole(prompt.data(), size_t(n + 1));
+    const std::span<const int32_t> prefix = whole.first(size_t(n)), next = whole.subspan(size_t(n));
+    Row row;
+    row.tokens = n;
+    Digest id{};
+    MemorySink artifact;
+    // The three phases alternate within each repeat so that drift in the
+    // machine's load hits all of them alike.
+    for (int rep = 0, reps = repeats_for(n); rep < reps; ++rep) {
+      if (rep > 0) remove_file(store.path_of(id));  // each put does the full write
+      {
+        Session session(model, options);
+        artifact.bytes().clear();
+        const double t0 = now_seconds();
+        session.prefill(prefix, 0, LogitsFor::None, nullptr);
+        artifact.bytes().reserve(capture_header(session, 0, n, std::nullopt).total_bytes());
+        id = capture(session, 0, n, std::nullopt, artifact);
+        MemorySource source(artifact.bytes());
+        const Digest stored = store.put(source);
+        row.capture_s = std::min(row.capture_s, now_seconds() - t0);
+        if (stored != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
+      }
+      std::vector<float> graft_logits, recompute_logits;
+      {
+        Session session(model, options);
+        const double t0 = now_seconds();
+        graft(session, id, open, whole);
+        session.forward(next, LogitsFor::Last, &graft_logits);
+        row.graft_s = std::min(row.graft_s, now_seconds() - t0);
+      }
+      {
+        Session session(model, options);
+        const double t0 = now_seconds();
+        session.forward(whole, LogitsFor::Last, &recompute_logits);
+        row.recompute_s = std::min(row.recompute_s, now_seconds() - t0);
+      }
+      row.exact = row.exact && same_bytes(graft_logits, recompute_logits);
+    }
+    row.bytes = artifact.bytes().size();
+    all_exact = all_exact && row.exact;
+    std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %12.3f | %7.1fx | %5s |\n", (long long)row.tokens,
+                (unsigned long long)row.bytes, double(row.bytes) / double(row.tokens), row.capture_s * 1e3,
+                row.graft_s * 1e3, row.recompute_s * 1e3, row.recompute_s / row.graft_s, row.exact ? "yes" : "NO");
+    std::fflush(stdout);
+    if (n == longest) {
+      largest_artifact = std::move(artifact.bytes());
+      largest_id = id;
+    }
+  }
+
+  const int io_repeat = int(repeat > 0 ? repeat : 3);
+  const IoResult io = measure_io(store, dir.path(), largest_artifact, largest_id, io_repeat);
+  const uint64_t bytes = largest_artifact.size();
+  std::printf("\nstore vs plain file I/O, %llu bytes (the %lld-token artifact), same directory, best of %d; "
+              "reads hit the page cache\n\n",
+              (unsigned long long)bytes, (long long)longest, io_repeat);
+  std::printf("| operation | FileStore                      | MB/s     | plain file        | MB/s     | store / plain |\n");
+  std::printf("|-----------|--------------------------------|---------:|-------------------|---------:|--------------:|\n");
+  std::printf("| write     | put from a file (hash, fsync)  | %8.1f | write + fsync     | %8.1f | %13.2f |\n",
+              mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s), io.write_s / io.put_s);
+  std::printf("| read      | get + read to end (verify)     | %8.1f | read to end       | %8.1f | %13.2f |\n",
+              mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), io.read_s / io.get_s);
+  return all_exact ? 0 : 1;
+}
+
+}  // namespace kvg::cli
