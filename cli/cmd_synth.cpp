@@ -9,7 +9,7 @@ namespace kvg::cli {
 int cmd_synth(int argc, char** argv) {
   Args args(argc, argv, 2, {});
   args.allow_only({"out", "n-embd", "n-layer", "n-head", "n-head-kv", "n-ff", "vocab", "type", "seed", "n-ctx",
-                   "rope-base"});
+                   "rope-base", "arch"});
   SynthOptions o;
   o.n_embd = int(args.get_int("n-embd", 64));
   o.n_layer = int(args.get_int("n-layer", 2));
@@ -21,6 +21,7 @@ int cmd_synth(int argc, char** argv) {
   o.type = args.opt("type").value_or("f32");
   o.seed = uint64_t(args.get_int("seed", 0));
   o.rope_base = float(args.get_double("rope-base", 10000.0));
+  o.architecture = args.opt("arch").value_or("llama");
   const std::string out = args.get("out");
   write_synth_model(o, out);
   std::printf("%s\n", out.c_str());

@@ -87,6 +87,12 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     matmul(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width, pool_, isa);
     matmul(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width, pool_, isa);
     matmul(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width, pool_, isa);
+    if (c.qkv_bias)
+      for (int64_t t = 0; t < n; ++t) {
+        add_inplace(&s.q[size_t(t * q_width)], w.bq.data(), q_width);
+        add_inplace(&s.k[size_t(t * kv_width)], w.bk.data(), kv_width);
+        add_inplace(&s.v[size_t(t * kv_width)], w.bv.data(), kv_width);
+      }
     for (int64_t t = 0; t < n; ++t) {
       rope_.angles(p0 + t, s.cos.data(), s.sin.data());
       apply_rope(&s.q[size_t(t * q_width)], c.n_head, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);

@@ -85,13 +85,30 @@ std::vector<float> vector_weights(const gguf::File& file, const std::string& nam
   return out;
 }
 
+// What distinguishes the supported families: data, not separate forward passes.
+struct ArchitectureTraits {
+  const char* name;
+  RopeStyle rope_style;
+  bool qkv_bias;
+};
+constexpr ArchitectureTraits kArchitectures[] = {
+    {"llama", RopeStyle::AdjacentPairs, false},  // Llama 1/2/3, TinyLlama, SmolLM, Mistral-style
+    {"qwen2", RopeStyle::SplitHalves, true},
+};
+
+const ArchitectureTraits& traits_of(const std::string& architecture) {
+  for (const auto& t : kArchitectures)
+    if (architecture == t.name) return t;
+  std::string known;
+  for (const auto& t : kArchitectures) known += std::string(known.empty() ? "" : ", ") + t.name;
+  throw Error(ErrorCode::Unsupported, "model: architecture '" + architecture + "' is not supported (supported: " +
+                                          known + ")");
+}
+
 ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   ModelConfig c;
   c.architecture = file.get_string("general.architecture");
-  if (c.architecture != "llama")
-    throw Error(ErrorCode::Unsupported, "model: architecture '" + c.architecture +
-                                            "' is not supported (supported: llama, which covers Llama 1/2/3, "
-                                            "TinyLlama, SmolLM and Mistral-style GGUF files)");
+  const ArchitectureTraits& traits = traits_of(c.architecture);
   c.name = file.opt_string("general.name").value_or("");
   const std::string a = c.architecture + ".";
   auto need = [&](const std::string& key, uint64_t max) { return bounded(file, a + key, file.get_uint(a + key), max); };
@@ -117,7 +134,8 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   if (!(c.rope_base > 1.0 && c.rope_base < 1e12)) fail("rope.freq_base " + std::to_string(c.rope_base) + " is implausible");
   c.norm_eps = float(file.opt_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
-  c.rope_style = RopeStyle::AdjacentPairs;
+  c.rope_style = traits.rope_style;
+  c.qkv_bias = traits.qkv_bias;
   // The embedding decides the logits width; a vocabulary list may be shorter
   // (padded embeddings) but never longer.
   const gguf::TensorInfo& embd = require_tensor(file, "token_embd.weight");
@@ -151,6 +169,11 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     w.wq = matrix(file, p + "attn_q.weight", c.n_embd, q_width);
     w.wk = matrix(file, p + "attn_k.weight", c.n_embd, kv_width);
     w.wv = matrix(file, p + "attn_v.weight", c.n_embd, kv_width);
+    if (c.qkv_bias) {
+      w.bq = vector_weights(file, p + "attn_q.bias", q_width);
+      w.bk = vector_weights(file, p + "attn_k.bias", kv_width);
+      w.bv = vector_weights(file, p + "attn_v.bias", kv_width);
+    }
     w.wo = matrix(file, p + "attn_output.weight", q_width, c.n_embd);
     w.ffn_norm = vector_weights(file, p + "ffn_norm.weight", c.n_embd);
     w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);

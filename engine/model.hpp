@@ -19,6 +19,7 @@ namespace kvg {
 struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
   WeightMatrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // empty unless config().qkv_bias
   std::vector<float> ffn_norm;   // n_embd
   WeightMatrix w_gate, w_up, w_down;
 };

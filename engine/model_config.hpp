@@ -26,6 +26,7 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::AdjacentPairs;
   float norm_eps = 1e-5f;
   bool tied_output = false;  // no output.weight: the head reuses token_embd
+  bool qkv_bias = false;     // q/k/v projections add a bias vector (qwen2)
 
   int kv_row_floats() const { return n_head_kv * head_dim; }  // per layer, per position, for K (same for V)
 };

@@ -80,6 +80,8 @@ void validate(const SynthOptions& o) {
   if (o.n_head % o.n_head_kv != 0)
     invalid("n_head = " + std::to_string(o.n_head) + " is not a multiple of n_head_kv = " + std::to_string(o.n_head_kv));
   if (!(o.rope_base > 0) || !std::isfinite(o.rope_base)) invalid("rope_base must be positive and finite");
+  if (o.architecture != "llama" && o.architecture != "qwen2")
+    invalid("architecture '" + o.architecture + "' is not one the generator writes (llama, qwen2)");
   const TensorType t = parse_type(o.type);
   const uint32_t block = gguf::block_shape(t)->elements;
   if (o.n_embd % block != 0 || o.n_ff % block != 0)
@@ -216,6 +218,11 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
     t.push_back({p + "attn_q.weight", {embd, embd}, mat, false});
     t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
     t.push_back({p + "attn_v.weight", {embd, kv}, mat, false});
+    if (o.architecture == "qwen2") {  // biases: small random vectors, always f32
+      t.push_back({p + "attn_q.bias", {embd}, TensorType::F32, false});
+      t.push_back({p + "attn_k.bias", {kv}, TensorType::F32, false});
+      t.push_back({p + "attn_v.bias", {kv}, TensorType::F32, false});
+    }
     t.push_back({p + "attn_output.weight", {embd, embd}, mat, false});
     t.push_back({p + "ffn_norm.weight", {embd}, TensorType::F32, true});
     t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
@@ -264,21 +271,22 @@ void write_synth_model(const SynthOptions& o, const std::string& path) {
   const TensorType mat = parse_type(o.type);
 
   gguf::Writer w;
-  w.add_string("general.architecture", "llama");
+  w.add_string("general.architecture", o.architecture);
+  const std::string a = o.architecture + ".";
   w.add_string("general.name", "kvg-synth " + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer) + " " +
                                    o.type + " seed " + std::to_string(o.seed));
   w.add_u32("general.file_type", file_type(mat));
   if (mat == TensorType::Q8_0) w.add_u32("general.quantization_version", 2);
-  w.add_u32("llama.context_length", uint32_t(o.n_ctx));
-  w.add_u32("llama.embedding_length", uint32_t(o.n_embd));
-  w.add_u32("llama.feed_forward_length", uint32_t(o.n_ff));
-  w.add_u32("llama.block_count", uint32_t(o.n_layer));
-  w.add_u32("llama.attention.head_count", uint32_t(o.n_head));
-  w.add_u32("llama.attention.head_count_kv", uint32_t(o.n_head_kv));
-  w.add_u32("llama.rope.dimension_count", uint32_t(o.n_embd / o.n_head));
-  w.add_f32("llama.rope.freq_base", o.rope_base);
-  w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.add_u32("llama.vocab_size", uint32_t(o.n_vocab));
+  w.add_u32(a + "context_length", uint32_t(o.n_ctx));
+  w.add_u32(a + "embedding_length", uint32_t(o.n_embd));
+  w.add_u32(a + "feed_forward_length", uint32_t(o.n_ff));
+  w.add_u32(a + "block_count", uint32_t(o.n_layer));
+  w.add_u32(a + "attention.head_count", uint32_t(o.n_head));
+  w.add_u32(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
+  w.add_u32(a + "rope.dimension_count", uint32_t(o.n_embd / o.n_head));
+  w.add_f32(a + "rope.freq_base", o.rope_base);
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_u32(a + "vocab_size", uint32_t(o.n_vocab));
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));
   w.add_array("tokenizer.ggml.scores", std::span<const float>(vocab.scores));

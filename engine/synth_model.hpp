@@ -33,6 +33,7 @@ struct SynthOptions {
   std::string type = "f32";  // f32 | f16 | q8_0 (norms are always f32)
   uint64_t seed = 0;
   float rope_base = 10000;
+  std::string architecture = "llama";  // llama | qwen2 (adds q/k/v biases, NeoX-style rotary)
 };
 
 // Writes the model to `path`, streaming tensor by tensor (memory use does not

@@ -34,12 +34,13 @@ std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<flo
   return y;
 }
 
-void rope(std::vector<double>& v, int n_heads, int head_dim, int rope_dim, double base, int64_t pos) {
+void rope(std::vector<double>& v, int n_heads, int head_dim, int rope_dim, double base, int64_t pos, RopeStyle style) {
   for (int h = 0; h < n_heads; ++h)
     for (int i = 0; i < rope_dim / 2; ++i) {
       const double angle = double(pos) * std::pow(base, -2.0 * i / rope_dim);
-      double& a = v[size_t(h * head_dim + 2 * i)];
-      double& b = v[size_t(h * head_dim + 2 * i + 1)];
+      const bool pairs = style == RopeStyle::AdjacentPairs;
+      double& a = v[size_t(h * head_dim + (pairs ? 2 * i : i))];
+      double& b = v[size_t(h * head_dim + (pairs ? 2 * i + 1 : i + rope_dim / 2))];
       const double a0 = a, b0 = b;
       a = a0 * std::cos(angle) - b0 * std::sin(angle);
       b = a0 * std::sin(angle) + b0 * std::cos(angle);
@@ -69,8 +70,12 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
       std::vector<double> q = matvec(d.q, xn);
       std::vector<double> k = matvec(d.k, xn);
       std::vector<double> v = matvec(d.v, xn);
-      rope(q, c.n_head, c.head_dim, c.rope_dim, c.rope_base, int64_t(t));
-      rope(k, c.n_head_kv, c.head_dim, c.rope_dim, c.rope_base, int64_t(t));
+      if (c.qkv_bias)
+        for (size_t i = 0; i < q.size(); ++i) q[i] += w.bq[i];
+      if (c.qkv_bias)
+        for (size_t i = 0; i < k.size(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
+      rope(q, c.n_head, c.head_dim, c.rope_dim, c.rope_base, int64_t(t), c.rope_style);
+      rope(k, c.n_head_kv, c.head_dim, c.rope_dim, c.rope_base, int64_t(t), c.rope_style);
       keys[size_t(l)].push_back(k);
       values[size_t(l)].push_back(v);
       std::vector<double> attn(size_t(c.n_head * c.head_dim), 0.0);

@@ -154,8 +154,12 @@ TEST(Forward, GoldenLogitsHashes) {
 // Synthetic models exercise the f16 and q8_0 paths, GQA and widths that are
 // not multiples of the 16-lane chunk.
 TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
-  for (const char* type : {"f32", "f16", "q8_0"}) {
+  struct Variant { const char* type; const char* architecture; };
+  for (Variant variant : {Variant{"f32", "llama"}, Variant{"f16", "llama"}, Variant{"q8_0", "llama"},
+                          Variant{"f16", "qwen2"}}) {
+    const char* type = variant.type;
     SynthOptions o;
+    o.architecture = variant.architecture;
     o.n_embd = 96;
     o.n_layer = 2;
     o.n_head = 6;
@@ -165,7 +169,7 @@ TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
     o.n_ctx = 256;
     o.type = type;
     o.seed = 42;
-    const std::string path = test::temp_dir(std::string("synth-") + type) + "/model.gguf";
+    const std::string path = test::temp_dir(std::string("synth-") + type + "-" + variant.architecture) + "/model.gguf";
     write_synth_model(o, path);
     auto model = Model::load(path);
     const auto tokens = prompt_for(*model, 45);
@@ -180,7 +184,8 @@ TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
     const auto reference = test::reference_logits(*model, tokens);
     double max_diff = 0;
     for (size_t i = 0; i < baseline.size(); ++i) max_diff = std::max(max_diff, std::abs(double(baseline[i]) - reference[i]));
-    EXPECT_LT(max_diff, 1e-3) << type;
+    EXPECT_LT(max_diff, 1e-3) << type << " " << variant.architecture;
+    EXPECT_EQ(model->config().qkv_bias, std::string(variant.architecture) == "qwen2");
   }
 }
 
