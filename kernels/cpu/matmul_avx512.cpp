@@ -96,12 +96,45 @@ void tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, i
     for (int r = 0; r < R; ++r) y[(t0 + t) * y_stride + r0 + r] = reduce(acc[t][r]);
 }
 
+// Decode (one token) over Q8_0 rows: a whole 32-element block per step, so
+// the block's scale is converted once for its two 16-lane chunks.
+template <int R>
+void tile_q8_one_token(const WeightMatrix& w, const float* x, int64_t t0, int64_t r0, float* y, int64_t y_stride,
+                       int64_t x_stride) {
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const float* xs = x + t0 * x_stride;
+  const uint8_t* block[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) block[r] = w.row(r0 + r);
+  for (int64_t k = 0; k < w.cols; k += 32) {
+    const __m512 x0 = _mm512_loadu_ps(xs + k), x1 = _mm512_loadu_ps(xs + k + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 d = _mm512_set1_ps(q_scale(block[r]));
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + 2));
+      const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + 18));
+      acc[r] = _mm512_fmadd_ps(x0, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0))), acc[r]);
+      acc[r] = _mm512_fmadd_ps(x1, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1))), acc[r]);
+      block[r] += 34;
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) y[t0 * y_stride + r0 + r] = reduce(acc[r]);
+}
+
 template <WeightType kType, int T>
 void token_tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t r0, int64_t r1,
                 float* y, int64_t y_stride) {
   // With one token the product is bound by weight traffic: more rows in flight.
   constexpr int kRows = T == 1 ? 8 : 4;
   int64_t r = r0;
+  if constexpr (kType == WeightType::Q8_0 && T == 1) {
+    for (; r + kRows <= r1; r += kRows) tile_q8_one_token<kRows>(w, x, t0, r, y, y_stride, x_stride);
+    for (; r < r1; ++r) tile_q8_one_token<1>(w, x, t0, r, y, y_stride, x_stride);
+    return;
+  }
   for (; r + kRows <= r1; r += kRows) tile<kType, T, kRows>(w, x, x_stride, t0, r, y, y_stride);
   for (; r < r1; ++r) tile<kType, T, 1>(w, x, x_stride, t0, r, y, y_stride);
 }
