@@ -1,0 +1,85 @@
+-- The engine functions, on the shared 260K-parameter TinyStories model.
+-- Greedy decoding and the portable recipe make every output below exact.
+-- (On the CPU here, so that the output is the same with or without a GPU;
+-- tests/pgtap/05_engine.sql compares the devices.)
+SET search_path = kvg, public;
+SET kvg.device = 'cpu';
+\getenv shared KVG_SHARED
+\getenv fixtures KVG_FIXTURES
+
+-- No model yet: 22023. A path that does not exist: 42704.
+SELECT kvg_model_info();
+\echo :LAST_ERROR_SQLSTATE
+SET kvg.model = '/nonexistent/model.gguf';
+SELECT kvg_generate('Once upon a time', 8);
+\echo :LAST_ERROR_SQLSTATE
+SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
+
+SELECT info->>'architecture' AS architecture, info->>'fingerprint' AS fingerprint, info->'n_layer' AS n_layer,
+       info->'n_vocab' AS n_vocab, info->>'recipe' AS recipe, info->>'device' AS device, info->'threads' AS threads
+FROM kvg_model_info() AS info;
+
+-- Greedy generation, and the same again with two threads.
+SELECT kvg_generate('Once upon a time', 24) AS story;
+SET kvg.threads = 2;
+SELECT kvg_generate('Once upon a time', 24) AS story;
+RESET kvg.threads;
+-- Seeded sampling is reproducible.
+SELECT kvg_generate('Once upon a time', 16, seed => 7, temperature => 0.9)
+     = kvg_generate('Once upon a time', 16, seed => 7, temperature => 0.9) AS same_sample;
+
+-- Capture a prefix, then a continuation of it (a chain of two artifacts).
+SELECT kvg_capture('Once upon a time, there was a little girl') AS a \gset
+SELECT kvg_capture(' named Lily.', :'a') AS b \gset
+SELECT n_tokens, recipe, parent_sha256 = :'a' AS continues_a,
+       model_fingerprint = kvg_model_info()->>'fingerprint' AS same_model,
+       kvg_artifact_verify(sha256) AS verifies
+FROM artifacts WHERE sha256 IN (:'a', :'b') ORDER BY n_tokens DESC;
+-- Capturing the same text again stores nothing new.
+SELECT kvg_capture('Once upon a time, there was a little girl') = :'a' AS same_artifact;
+SELECT count(*) AS artifacts FROM artifacts WHERE model_fingerprint = kvg_model_info()->>'fingerprint';
+
+-- Generating after a graft gives exactly what the whole prompt gives.
+SELECT kvg_generate(' named', 24, :'a') AS grafted,
+       kvg_generate(' named', 24, :'a') = kvg_generate('Once upon a time, there was a little girl named', 24)
+         AS same_as_recompute;
+SELECT kvg_generate(' She', 24, :'b')
+     = kvg_generate('Once upon a time, there was a little girl named Lily. She', 24) AS chain_same_as_recompute;
+
+-- The graft check compares every logit of the continuation.
+SELECT graft_logits_sha256 = recompute_logits_sha256 AS same_logits, kl_max, argmax_agreement, exact
+FROM kvg_graft_check(:'a', ' named Lily. She liked to', 2);
+SELECT exact FROM kvg_graft_check(:'b', ' She liked to play', 0);
+
+-- Refusals.
+SELECT kvg_generate('x', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_generate('x', 257);
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_generate('x', 4, temperature => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_generate(NULL, 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_generate('x', 4, repeat('ab', 32));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM kvg_graft_check(:'a', '');
+\echo :LAST_ERROR_SQLSTATE
+-- An artifact of another model (the test fixture's) is refused: 22V01.
+SELECT kvg_import(pg_read_binary_file(:'fixtures' || '/root.kvga')) AS other \gset
+\set VERBOSITY sqlstate
+SELECT kvg_generate(' and', 4, :'other');
+\set VERBOSITY default
+
+-- Cancellation (here statement_timeout) stops generation with the usual error.
+SET statement_timeout = '50ms';
+SELECT count(kvg_generate('Once upon a time', 256)) FROM generate_series(1, 10000);
+RESET statement_timeout;
+
+-- One audit row per call that did its work, and the chain verifies.
+SELECT operation, count(*), count(artifact_sha256) AS with_artifact, count(output_sha256) AS with_output,
+       count(logits_sha256) AS with_logits
+FROM audit WHERE operation IN ('capture', 'generate', 'graft_check') GROUP BY operation ORDER BY operation;
+SELECT output_sha256 = encode(sha256(convert_to(kvg_generate('Once upon a time', 24), 'UTF8')), 'hex')
+         AS output_hash_recorded
+FROM audit WHERE operation = 'generate' ORDER BY id LIMIT 1;
+SELECT kvg_audit_verify() AS first_bad_row;

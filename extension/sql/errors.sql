@@ -1,0 +1,56 @@
+-- How failures reach the client: kvg errors as SQLSTATEs with a hint
+-- (docs/sql-errors.md), PostgreSQL errors unchanged.
+SET search_path = kvg, public;
+\getenv fixtures KVG_FIXTURES
+SELECT pg_read_binary_file(:'fixtures' || '/root.kvga') AS root \gset
+
+-- Damaged input is refused before anything is stored: XX001 data_corrupted.
+SELECT count(*) AS stored_before FROM artifacts \gset
+SELECT kvg_import(substring(:'root'::bytea FROM 1 FOR 100));
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_import(:'root'::bytea || '\x00'::bytea);
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_import(set_byte(:'root'::bytea, 300, get_byte(:'root'::bytea, 300) # 1));
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_import('\x0000000000');
+\echo :LAST_ERROR_SQLSTATE
+-- A version this build cannot read: 0A000 feature_not_supported.
+SELECT kvg_import(set_byte(:'root'::bytea, 4, 2));
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) - :stored_before AS stored FROM artifacts;
+
+-- Not a SHA-256: 22023 invalid_parameter_value. Unknown: 42704 undefined_object.
+SELECT kvg_export('not a hash');
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_artifact_verify(repeat('ab', 32));
+\echo :LAST_ERROR_SQLSTATE
+SELECT kvg_export(upper(repeat('ab', 32)));
+\echo :LAST_ERROR_SQLSTATE
+-- The functions are strict.
+SELECT kvg_import(NULL) IS NULL AS null_in_null_out, kvg_export(NULL) IS NULL AS null_export;
+
+-- A PostgreSQL error raised inside kvg reaches the client as itself.
+BEGIN TRANSACTION READ ONLY;
+SELECT kvg_import(:'root');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
+-- ... and can be caught like any other (a subtransaction rolls back cleanly).
+DO $$
+BEGIN
+  PERFORM public.kvg_import('\x00');
+EXCEPTION WHEN data_corrupted THEN
+  RAISE NOTICE 'caught % from kvg_import', SQLSTATE;
+END
+$$;
+SELECT kvg_import(:'root') = encode(sha256(:'root'), 'hex') AS still_works;
+
+-- Cancellation: statement_timeout stops a long call with the usual error,
+-- and nothing of it is stored.
+SELECT count(*) AS stored_before FROM artifacts \gset
+SET statement_timeout = '20ms';
+SELECT count(kvg_import(pg_read_binary_file(:'fixtures' || '/large.kvga'))) FROM generate_series(1, 1000);
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+SELECT count(*) - :stored_before AS stored FROM artifacts;
+SELECT kvg_audit_verify() AS first_bad_row;

@@ -1,0 +1,31 @@
+-- The kvg.* configuration parameters and who may change them.
+LOAD 'kvg';  -- defines them (any kvg function call would, too)
+SELECT name, setting, context, vartype, min_val, max_val, enumvals
+FROM pg_settings WHERE name LIKE 'kvg.%' ORDER BY name;
+
+SET kvg.threads = 4;
+SHOW kvg.threads;
+SET kvg.threads = 0;
+SET kvg.threads = 65;
+SET kvg.device = 'cpu';
+SHOW kvg.device;
+SET kvg.device = 'gpu';
+RESET kvg.device;
+-- The prefix is reserved: a typo is an error, not a silent placeholder.
+SET kvg.modle = '/tmp/model.gguf';
+
+-- A superuser may point kvg.model anywhere; other roles may not.
+SET kvg.model = '/nonexistent/model.gguf';
+SHOW kvg.model;
+RESET kvg.model;
+CREATE ROLE regress_kvg_plain;
+GRANT kvg_user TO regress_kvg_plain;
+SET ROLE regress_kvg_plain;
+SET kvg.model = '/etc/passwd';
+\echo :LAST_ERROR_SQLSTATE
+SET kvg.max_new_tokens = 100000;
+\echo :LAST_ERROR_SQLSTATE
+SET kvg.threads = 2;
+SHOW kvg.model;
+RESET ROLE;
+DROP ROLE regress_kvg_plain;

@@ -1,0 +1,76 @@
+#include "extension/src/engine_context.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+
+#include "common/error.hpp"
+#include "extension/src/settings.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
+
+namespace kvg::pg {
+
+namespace {
+
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+struct LoadedModel {
+  std::string path;
+  FileIdentity identity;
+  std::shared_ptr<const Model> model;
+};
+
+LoadedModel loaded;  // one per backend
+
+FileIdentity identify(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Io,
+                "kvg.model: cannot access '" + path + "': " + std::strerror(errno));
+  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> current_model() {
+  const std::string path = settings::model_path();
+  if (path.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "kvg.model is not set: a superuser must set it to the path of a GGUF model file "
+                "(SET kvg.model = '/path/model.gguf', or in postgresql.conf)");
+  const FileIdentity identity = identify(path);
+  if (!loaded.model || loaded.path != path || !(loaded.identity == identity)) {
+    loaded = {};  // drop the old mapping before mapping the new file
+    loaded = {path, identity, Model::load(path)};
+  }
+  return loaded.model;
+}
+
+EngineOptions current_engine_options() {
+  EngineOptions options;
+  options.threads = settings::threads();
+  switch (settings::device()) {
+    case settings::Device::Cpu: options.device = Device::Cpu; break;
+    case settings::Device::Cuda: options.device = Device::Cuda; break;
+    case settings::Device::Auto: options.device = Device::Auto; break;
+  }
+  return options;
+}
+
+const char* current_device_name() {
+  switch (settings::device()) {
+    case settings::Device::Cpu: return "cpu";
+    case settings::Device::Cuda: return "cuda";
+    case settings::Device::Auto: break;
+  }
+  return cuda_device_available() ? "cuda" : "cpu";
+}
+
+}  // namespace kvg::pg

@@ -1,0 +1,206 @@
+// SQL functions that run the engine: capture, generate, graft check, model
+// info. Each inference call appends one audit row in the caller's transaction.
+// The engine polls for cancellation between prefill chunks and decode steps;
+// artifacts are read from and written to the large-object store.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/generate.hpp"
+#include "engine/graft.hpp"
+#include "engine/graft_check.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
+#include "extension/src/audit.hpp"
+#include "extension/src/engine_context.hpp"
+#include "extension/src/lo_store.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/spi.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+namespace {
+
+// Tokens per prefill chunk: how often a long prompt checks for cancellation.
+// Chunking never changes the bits (recipe rule 1).
+constexpr int64_t kPrefillChunk = 128;
+
+// Turns a pending cancel or statement_timeout into kvg::Error(Cancelled); the
+// entry wrapper lets PostgreSQL report it.
+const ProgressCheck kCheckInterrupts = [] { throw_if_interrupted(); };
+
+// What every engine call needs: the model, the options, the artifact store.
+struct EngineCall {
+  std::shared_ptr<const Model> model = current_model();
+  EngineOptions options = current_engine_options();
+  Spi spi;
+  LoStore store{spi};
+  ArtifactOpener open = [this](const Digest& id) { return store.get(id); };
+
+  AuditRecord audit(const char* operation) const {
+    AuditRecord r;
+    r.operation = operation;
+    r.model_fingerprint = model->fingerprint_hex();
+    r.recipe = kRecipe;
+    return r;
+  }
+};
+
+std::string text_sha256(const std::string& text) { return to_hex(sha256(std::string_view(text))); }
+
+// A prompt with nothing before it.
+std::vector<int32_t> prompt_tokens(const Model& model, const std::string& text) {
+  const Tokenizer& tok = model.tokenizer();
+  return tok.add_bos() ? tok.encode_with_bos(text) : tok.encode(text);
+}
+
+// The whole prompt when the artifact chain ending in `leaf` precedes `text`:
+// the chain's tokens, then `text` encoded as their continuation.
+std::vector<int32_t> prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
+  std::vector<int32_t> tokens;
+  for (const ArtifactHeader& h : chain_headers(leaf, call.open)) tokens.insert(tokens.end(), h.tokens.begin(), h.tokens.end());
+  const std::vector<int32_t> rest = call.model->tokenizer().encode_continuation(text);
+  tokens.insert(tokens.end(), rest.begin(), rest.end());
+  return tokens;
+}
+
+}  // namespace
+
+// kvg_capture(prefix text, parent text default null) returns text: the KV of
+// `prefix` (continuing `parent`'s chain when given) stored as an artifact.
+KVG_SQL_FUNCTION(kvg_capture) {
+  require_arg(fcinfo, 0, "prefix");
+  const std::string prefix = text_arg(fcinfo, 0);
+  const std::optional<Digest> parent =
+      arg_is_null(fcinfo, 1) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 1, "parent"));
+  EngineCall call;
+  Session session(call.model, call.options);
+  std::vector<int32_t> prompt;
+  if (parent) {
+    prompt = prompt_after_artifact(call, *parent, prefix);
+    graft(session, *parent, call.open, prompt);
+  } else {
+    prompt = prompt_tokens(*call.model, prefix);
+  }
+  const int64_t from = session.n_past();
+  if (int64_t(prompt.size()) <= from)
+    throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
+  session.prefill(std::span<const int32_t>(prompt).subspan(size_t(from)), kPrefillChunk, LogitsFor::None, nullptr,
+                  kCheckInterrupts);
+
+  auto sink = call.store.writer();
+  const Digest written = capture(session, from, session.n_past(), parent, sink);
+  const Digest stored = sink.commit(meta_from_header(capture_header(session, from, session.n_past(), parent)));
+  if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
+
+  AuditRecord audit = call.audit("capture");
+  audit.input_sha256 = text_sha256(prefix);
+  audit.artifact_sha256 = to_hex(stored);
+  audit.tokens_in = int32_t(prompt.size());
+  audit_append(call.spi, audit);
+  return text_result(to_hex(stored));
+}
+
+// kvg_generate(prompt text, max_tokens int default 64, artifact text default
+// null, seed bigint default null, temperature float8 default 0) returns text.
+// With an artifact, `prompt` is the text that follows the artifact's.
+KVG_SQL_FUNCTION(kvg_generate) {
+  require_arg(fcinfo, 0, "prompt");
+  require_arg(fcinfo, 1, "max_tokens");
+  require_arg(fcinfo, 4, "temperature");
+  const std::string text = text_arg(fcinfo, 0);
+  const int32 max_tokens = PG_GETARG_INT32(1);
+  const std::optional<Digest> artifact =
+      arg_is_null(fcinfo, 2) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 2, "artifact"));
+  const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
+  const double temperature = PG_GETARG_FLOAT8(4);
+  if (max_tokens < 1) throw Error(ErrorCode::InvalidArgument, "max_tokens must be at least 1");
+  if (max_tokens > settings::max_new_tokens())
+    throw Error(ErrorCode::OutOfRange, "max_tokens " + std::to_string(max_tokens) + " exceeds kvg.max_new_tokens (" +
+                                           std::to_string(settings::max_new_tokens()) + ")");
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    throw Error(ErrorCode::InvalidArgument, "temperature must be a finite number >= 0");
+
+  EngineCall call;
+  Session session(call.model, call.options);
+  std::vector<int32_t> prompt;
+  if (artifact) {
+    prompt = prompt_after_artifact(call, *artifact, text);
+    graft(session, *artifact, call.open, prompt);
+  } else {
+    prompt = prompt_tokens(*call.model, text);
+  }
+  GenerateOptions options;
+  options.max_new_tokens = max_tokens;
+  options.sampling.temperature = float(temperature);
+  options.sampling.seed = seed;
+  options.prefill_chunk = kPrefillChunk;
+  options.check = kCheckInterrupts;
+  const GenerateResult result = generate(session, std::span<const int32_t>(prompt).subspan(size_t(session.n_past())), options);
+  const std::string output = call.model->tokenizer().decode(result.tokens);
+
+  AuditRecord audit = call.audit("generate");
+  audit.input_sha256 = text_sha256(text);
+  if (artifact) audit.artifact_sha256 = to_hex(*artifact);
+  audit.output_sha256 = text_sha256(output);
+  audit.tokens_in = int32_t(prompt.size());
+  audit.tokens_out = int32_t(result.tokens.size());
+  audit_append(call.spi, audit);
+  return text_result(output);
+}
+
+// kvg_graft_check(artifact text, continuation text, samples int default 1)
+// returns table(graft_logits_sha256, recompute_logits_sha256, kl_max,
+// argmax_agreement, exact): the artifact grafted and the continuation
+// evaluated, against one monolithic prefill of the whole prompt.
+KVG_SQL_FUNCTION(kvg_graft_check) {
+  const Digest artifact = digest_arg(fcinfo, 0, "artifact");
+  const std::string continuation = text_arg(fcinfo, 1);
+  const int32 samples = PG_GETARG_INT32(2);
+  if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
+
+  EngineCall call;
+  const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation);
+  GraftCheckOptions options;
+  options.samples = samples;
+  const GraftCheckResult r =
+      graft_check(call.model, call.options, artifact, call.open, prompt, options, kCheckInterrupts);
+
+  AuditRecord audit = call.audit("graft_check");
+  audit.input_sha256 = text_sha256(continuation);
+  audit.artifact_sha256 = to_hex(artifact);
+  audit.logits_sha256 = r.graft_logits_sha256;
+  audit.tokens_in = int32_t(prompt.size());
+  audit_append(call.spi, audit);
+
+  return_single_row(fcinfo, {text_result(r.graft_logits_sha256), text_result(r.recompute_logits_sha256),
+                             Float8GetDatum(r.kl_max), Float8GetDatum(r.argmax_agreement), BoolGetDatum(r.exact)});
+  return Datum(0);
+}
+
+// kvg_model_info() returns jsonb: what kvg.model is and how this backend runs
+// it. Informational: no audit row.
+KVG_SQL_FUNCTION(kvg_model_info) {
+  const auto model = current_model();
+  const EngineOptions options = current_engine_options();
+  const ModelConfig& c = model->config();
+  Spi spi;
+  // jsonb_build_object does the JSON encoding (escaping included).
+  const auto rows = spi.run(
+      "SELECT pg_catalog.jsonb_build_object("
+      "'path', $1, 'fingerprint', $2, 'architecture', $3, 'name', $4, 'n_layer', $5::int, 'n_embd', $6::int, "
+      "'n_head', $7::int, 'n_head_kv', $8::int, 'head_dim', $9::int, 'n_ff', $10::int, 'n_vocab', $11::int, "
+      "'n_ctx', $12::int, 'parameters', $13::bigint, 'weight_bytes', $14::bigint, 'recipe', $15, "
+      "'device', $16, 'cuda_compiled', $17::boolean, 'threads', $18::int, 'isa', $19)::text",
+      {model->path(), model->fingerprint_hex(), c.architecture, c.name, std::to_string(c.n_layer),
+       std::to_string(c.n_embd), std::to_string(c.n_head), std::to_string(c.n_head_kv), std::to_string(c.head_dim),
+       std::to_string(c.n_ff), std::to_string(c.n_vocab), std::to_string(c.n_ctx),
+       std::to_string(model->parameter_count()), std::to_string(model->weight_bytes()), std::string(kRecipe),
+       std::string(current_device_name()), std::string(cuda_compiled() ? "true" : "false"),
+       std::to_string(options.threads), std::string(isa_name(options.isa))});
+  return jsonb_result(rows.at(0).at(0).value());
+}

@@ -1,0 +1,228 @@
+#include "extension/src/lo_store.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "extension/src/owner_rights.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/spi.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/postgres.hpp"
+
+extern "C" {
+#include "utils/snapmgr.h"
+}
+
+namespace kvg::pg {
+
+namespace {
+
+// The server's large-object calls, one guard each. We go through be-fsstubs
+// (the lo_* SQL functions' C bodies) rather than inv_api.c directly: only
+// be-fsstubs registers the end-of-transaction cleanup that closes descriptors
+// and pg_largeobject itself; bypassing it leaks relation references.
+
+Oid create_object() {
+  return call([] { return DatumGetObjectId(DirectFunctionCall1(be_lo_create, ObjectIdGetDatum(InvalidOid))); });
+}
+
+int open_object(Oid loid, int mode) {
+  return call([&] {
+    // Read mode reads under the active snapshot, which predates whatever
+    // this statement has written so far (an import followed by a verify in
+    // the same statement); advance it to the current command first.
+    PushCopiedSnapshot(GetActiveSnapshot());
+    UpdateActiveSnapshotCommandId();
+    int fd = DatumGetInt32(DirectFunctionCall2(be_lo_open, ObjectIdGetDatum(loid), Int32GetDatum(mode)));
+    PopActiveSnapshot();
+    return fd;
+  });
+}
+
+void write_object(int fd, const uint8_t* data, size_t n) {
+  const int written = call([&] { return lo_write(fd, reinterpret_cast<const char*>(data), static_cast<int>(n)); });
+  if (written < 0 || static_cast<size_t>(written) != n)
+    throw Error(ErrorCode::Io, "short write to a large object (" + std::to_string(written) + " of " +
+                                   std::to_string(n) + " bytes)");
+}
+
+size_t read_object(int fd, uint8_t* buf, size_t n) {
+  const int len = static_cast<int>(std::min<size_t>(n, INT_MAX));
+  return static_cast<size_t>(call([&] { return lo_read(fd, reinterpret_cast<char*>(buf), len); }));
+}
+
+void close_object(int fd) {
+  call([&] { DirectFunctionCall1(be_lo_close, Int32GetDatum(fd)); });
+}
+
+// Also closes any descriptor still open on it. Needs the owner's rights.
+void drop_object(Oid loid) {
+  call([&] { DirectFunctionCall1(be_lo_unlink, ObjectIdGetDatum(loid)); });
+}
+
+SqlValue optional_hex(const std::optional<Digest>& d) { return d ? SqlValue(to_hex(*d)) : std::nullopt; }
+
+std::optional<Digest> optional_digest(const SqlValue& v, const char* what) {
+  return v ? std::optional<Digest>(parse_digest(*v, what)) : std::nullopt;
+}
+
+// A stored artifact's bytes, in chunks of kLargeObjectChunkBytes.
+class LargeObjectSource final : public ByteSource {
+ public:
+  explicit LargeObjectSource(Oid loid) {
+    OwnerRights owner;  // read permission is checked once, at open
+    fd_ = open_object(loid, INV_READ);
+  }
+  ~LargeObjectSource() override {
+    if (fd_ >= 0) cleanup([this] { DirectFunctionCall1(be_lo_close, Int32GetDatum(fd_)); });
+  }
+  LargeObjectSource(const LargeObjectSource&) = delete;
+  LargeObjectSource& operator=(const LargeObjectSource&) = delete;
+
+  size_t read(uint8_t* buf, size_t n) override {
+    if (n == 0) return 0;
+    if (pos_ == buffer_.size()) {
+      if (at_end_) return 0;
+      check_for_interrupts();
+      if (n >= kLargeObjectChunkBytes) {  // big reads bypass the buffer
+        size_t r = read_object(fd_, buf, n);
+        at_end_ = r == 0;
+        return r;
+      }
+      buffer_.resize(kLargeObjectChunkBytes);
+      buffer_.resize(read_object(fd_, buffer_.data(), buffer_.size()));
+      pos_ = 0;
+      if (buffer_.empty()) {
+        at_end_ = true;
+        return 0;
+      }
+    }
+    size_t r = std::min(n, buffer_.size() - pos_);
+    std::memcpy(buf, buffer_.data() + pos_, r);
+    pos_ += r;
+    return r;
+  }
+
+ private:
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+  size_t pos_ = 0;
+  bool at_end_ = false;
+};
+
+}  // namespace
+
+ArtifactMeta meta_from_header(const ArtifactHeader& header) {
+  return ArtifactMeta{header.n_tokens(), header.model_fingerprint, header.recipe, header.parent};
+}
+
+LoStore::Writer::Writer(LoStore& store) : store_(store) {
+  OwnerRights owner;  // the object belongs to the owner, not the caller
+  loid_ = create_object();
+  fd_ = open_object(loid_, INV_WRITE);
+  buffer_.reserve(kLargeObjectChunkBytes);
+}
+
+LoStore::Writer::~Writer() {
+  // After a PostgreSQL ERROR the transaction abort removes the object.
+  if (committed_ || error_pending()) return;
+  try {
+    OwnerRights owner;
+    drop_object(loid_);
+  } catch (...) {
+    // A destructor cannot throw; a PostgreSQL error stays pending and is
+    // re-raised by the entry wrapper.
+  }
+}
+
+void LoStore::Writer::write(const uint8_t* data, size_t n) {
+  if (committed_) throw Error(ErrorCode::Internal, "write to a committed large-object writer");
+  sha_.update(data, n);
+  bytes_ += n;
+  while (n > 0) {
+    size_t take = std::min(n, kLargeObjectChunkBytes - buffer_.size());
+    buffer_.insert(buffer_.end(), data, data + take);
+    data += take;
+    n -= take;
+    if (buffer_.size() == kLargeObjectChunkBytes) flush();
+  }
+}
+
+void LoStore::Writer::flush() {
+  if (buffer_.empty()) return;
+  check_for_interrupts();
+  write_object(fd_, buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+Digest LoStore::Writer::commit(const ArtifactMeta& meta) {
+  if (committed_) throw Error(ErrorCode::Internal, "large-object writer committed twice");
+  flush();
+  close_object(fd_);
+  fd_ = -1;
+  const Digest id = sha_.finish();
+  if (meta.parent && !store_.exists(*meta.parent))
+    throw Error(ErrorCode::NotFound, "parent artifact " + to_hex(*meta.parent) +
+                                         " is not stored; store the parent before its continuation");
+  const std::string role = calling_role();
+  OwnerRights owner;
+  // ON CONFLICT waits for a concurrent insert of the same hash to commit or
+  // abort, so exactly one of two racing sessions keeps its object.
+  auto inserted = store_.spi_.run(
+      "INSERT INTO kvg.artifacts (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, "
+      "created_by) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8::name) "
+      "ON CONFLICT (sha256) DO NOTHING RETURNING 1",
+      {to_hex(id), std::to_string(loid_), std::to_string(bytes_),
+       meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt, optional_hex(meta.model_fingerprint),
+       meta.recipe, optional_hex(meta.parent), role});
+  if (inserted.empty()) drop_object(loid_);  // already stored: keep one copy
+  committed_ = true;
+  return id;
+}
+
+Digest LoStore::put(ByteSource& src, const ArtifactMeta& meta) {
+  Writer sink = writer();
+  std::vector<uint8_t> chunk(kLargeObjectChunkBytes);
+  while (size_t n = src.read(chunk.data(), chunk.size())) sink.write(chunk.data(), n);
+  return sink.commit(meta);
+}
+
+std::unique_ptr<HashVerifyingSource> LoStore::open(const Digest& id) {
+  StoredArtifact row = require(id);
+  return std::make_unique<HashVerifyingSource>(std::make_unique<LargeObjectSource>(row.loid), id, "stored artifact");
+}
+
+std::vector<Digest> LoStore::list() {
+  OwnerRights owner;
+  std::vector<Digest> ids;
+  for (const SqlRow& row : spi_.run("SELECT sha256 FROM kvg.artifacts ORDER BY sha256"))
+    ids.push_back(parse_digest(row.at(0).value(), "kvg.artifacts.sha256"));
+  return ids;
+}
+
+std::optional<StoredArtifact> LoStore::find(const Digest& id) {
+  OwnerRights owner;
+  auto rows = spi_.run(
+      "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256 FROM kvg.artifacts WHERE sha256 = $1",
+      {to_hex(id)});
+  if (rows.empty()) return std::nullopt;
+  const SqlRow& r = rows.front();
+  StoredArtifact a;
+  a.id = id;
+  a.loid = static_cast<uint32_t>(std::stoul(r.at(0).value()));
+  a.bytes = std::stoull(r.at(1).value());
+  if (r.at(2)) a.meta.n_tokens = static_cast<uint32_t>(std::stoul(*r[2]));
+  a.meta.model_fingerprint = optional_digest(r.at(3), "kvg.artifacts.model_fingerprint");
+  a.meta.recipe = r.at(4);
+  a.meta.parent = optional_digest(r.at(5), "kvg.artifacts.parent_sha256");
+  return a;
+}
+
+StoredArtifact LoStore::require(const Digest& id) {
+  if (auto a = find(id)) return *a;
+  throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not stored");
+}
+
+}  // namespace kvg::pg

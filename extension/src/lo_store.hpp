@@ -1,0 +1,96 @@
+// The artifact store inside the database: each artifact is one large object,
+// indexed by its SHA-256 in kvg.artifacts. Large objects are transactional,
+// so the catalog row and the object appear together at commit or not at all;
+// content is stored once (a second put of the same bytes drops its new object).
+//
+// Large objects are read and written in 4 MB chunks: every read starts an
+// index scan of pg_largeobject (2 KB pages), so small reads cost far more.
+// All work happens with the owner's rights (owner_rights.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/artifact_format.hpp"
+#include "storage/artifact_store.hpp"
+
+namespace kvg::pg {
+
+class Spi;
+
+inline constexpr size_t kLargeObjectChunkBytes = size_t{4} << 20;
+
+// The kvg.artifacts columns that come from the artifact header. A put of bare
+// bytes (the generic ArtifactStore interface) leaves them NULL.
+struct ArtifactMeta {
+  std::optional<uint32_t> n_tokens;
+  std::optional<Digest> model_fingerprint;
+  std::optional<std::string> recipe;
+  std::optional<Digest> parent;
+};
+
+ArtifactMeta meta_from_header(const ArtifactHeader& header);
+
+// One row of kvg.artifacts.
+struct StoredArtifact {
+  Digest id{};
+  uint32_t loid = 0;
+  uint64_t bytes = 0;
+  ArtifactMeta meta;
+};
+
+class LoStore final : public ArtifactStore {
+ public:
+  // Streams bytes into a fresh large object while hashing them; commit()
+  // registers the result. Destroyed uncommitted, it drops the object.
+  class Writer final : public ByteSink {
+   public:
+    ~Writer() override;
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    void write(const uint8_t* data, size_t n) override;
+    // Inserts the catalog row, or drops this object if the content is already
+    // stored (also when another session stores it concurrently). A parent in
+    // `meta` must already be stored (NotFound otherwise).
+    Digest commit(const ArtifactMeta& meta);
+
+   private:
+    friend class LoStore;
+    explicit Writer(LoStore& store);
+    void flush();
+
+    LoStore& store_;
+    uint32_t loid_ = 0;
+    int fd_ = -1;
+    Sha256 sha_;
+    uint64_t bytes_ = 0;
+    std::vector<uint8_t> buffer_;
+    bool committed_ = false;
+  };
+
+  // Runs its catalog statements on the caller's SPI connection.
+  explicit LoStore(Spi& spi) : spi_(spi) {}
+
+  Writer writer() { return Writer(*this); }
+  Digest put(ByteSource& src, const ArtifactMeta& meta);
+
+  Digest put(ByteSource& src) override { return put(src, ArtifactMeta{}); }
+  std::unique_ptr<ByteSource> get(const Digest& id) override { return open(id); }
+  // get() with its concrete type, for bytes_read().
+  std::unique_ptr<HashVerifyingSource> open(const Digest& id);
+  bool exists(const Digest& id) override { return find(id).has_value(); }
+  std::vector<Digest> list() override;
+
+  std::optional<StoredArtifact> find(const Digest& id);
+  // find(), or NotFound naming the hash.
+  StoredArtifact require(const Digest& id);
+
+ private:
+  Spi& spi_;
+};
+
+}  // namespace kvg::pg

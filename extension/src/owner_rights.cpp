@@ -1,0 +1,54 @@
+#include "extension/src/owner_rights.hpp"
+
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/postgres.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "utils/syscache.h"
+}
+
+namespace kvg::pg {
+
+namespace {
+
+Oid kvg_schema_owner() {
+  return call([] {
+    Oid schema = get_namespace_oid("kvg", false);
+    HeapTuple tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(schema));
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "kvg: cache lookup failed for schema %u", schema);
+    Oid owner = reinterpret_cast<Form_pg_namespace>(GETSTRUCT(tuple))->nspowner;
+    ReleaseSysCache(tuple);
+    return owner;
+  });
+}
+
+}  // namespace
+
+OwnerRights::OwnerRights() {
+  Oid caller;
+  call([&] { GetUserIdAndSecContext(&caller, &caller_security_); });
+  caller_ = caller;
+  const Oid owner = kvg_schema_owner();
+  call([&] {
+    SetUserIdAndSecContext(owner, caller_security_ | SECURITY_LOCAL_USERID_CHANGE);
+    guc_level_ = NewGUCNestLevel();
+    set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                      false);
+  });
+}
+
+OwnerRights::~OwnerRights() {
+  // After an ERROR the transaction abort pops the GUC level itself; the
+  // identity is restored here either way (a plain assignment, cannot fail).
+  cleanup([this] { AtEOXact_GUC(false, guc_level_); });
+  SetUserIdAndSecContext(caller_, caller_security_);
+}
+
+std::string calling_role() {
+  const char* name = call([] { return GetUserNameFromId(GetUserId(), false); });
+  return name;
+}
+
+}  // namespace kvg::pg

@@ -1,0 +1,35 @@
+// Catalog rows, audit rows and large objects are written as the owner of the
+// kvg schema (the extension's owner), never as the calling role. A kvg_user
+// therefore needs no INSERT on kvg.artifacts or kvg.audit (so it cannot forge
+// rows) and never owns an artifact's large object (so it cannot lo_put into
+// it or lo_unlink it). This is SECURITY DEFINER done in C, for the narrow
+// statements kvg itself issues, with the protections of a definer function
+// with SET search_path: the identity switch is SECURITY_LOCAL_USERID_CHANGE
+// (SET ROLE is refused meanwhile) and search_path is pinned to pg_catalog,
+// pg_temp, so no operator or function of the caller's can stand in for ours.
+// (Not SECURITY_RESTRICTED_OPERATION: it refuses to queue deferred triggers,
+// and kvg.artifacts' parent foreign key is deferred.)
+#pragma once
+
+#include <string>
+
+namespace kvg::pg {
+
+class OwnerRights {
+ public:
+  OwnerRights();
+  ~OwnerRights();  // restores the caller's identity and search_path
+  OwnerRights(const OwnerRights&) = delete;
+  OwnerRights& operator=(const OwnerRights&) = delete;
+
+ private:
+  unsigned caller_;   // Oid
+  int caller_security_;
+  int guc_level_ = 0;
+};
+
+// The role the SQL function runs as (before any OwnerRights): recorded as
+// kvg.artifacts.created_by and kvg.audit.role.
+std::string calling_role();
+
+}  // namespace kvg::pg

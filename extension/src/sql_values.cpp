@@ -1,0 +1,78 @@
+#include "extension/src/sql_values.hpp"
+
+#include <memory>
+
+#include "common/error.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/postgres.hpp"
+
+namespace kvg::pg {
+
+bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
+
+void require_arg(FunctionCallInfo fcinfo, int n, const char* name) {
+  if (PG_ARGISNULL(n)) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be NULL");
+}
+
+std::string text_arg(FunctionCallInfo fcinfo, int n) {
+  text* value = call([&] { return PG_GETARG_TEXT_PP(n); });
+  return std::string(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+std::span<const uint8_t> bytea_arg(FunctionCallInfo fcinfo, int n) {
+  bytea* value = call([&] { return PG_GETARG_BYTEA_PP(n); });
+  return {reinterpret_cast<const uint8_t*>(VARDATA_ANY(value)), VARSIZE_ANY_EXHDR(value)};
+}
+
+Digest parse_digest(std::string_view hex, const char* what) {
+  if (auto digest = digest_from_hex(hex)) return *digest;
+  throw Error(ErrorCode::InvalidArgument,
+              std::string(what) + " must be 64 hexadecimal characters (a SHA-256), got \"" +
+                  std::string(hex.substr(0, 80)) + (hex.size() > 80 ? "...\"" : "\""));
+}
+
+Digest digest_arg(FunctionCallInfo fcinfo, int n, const char* what) { return parse_digest(text_arg(fcinfo, n), what); }
+
+Datum text_result(std::string_view text) {
+  return call([&] {
+    MemoryContext old = MemoryContextSwitchTo(entry_context());
+    Datum d = PointerGetDatum(cstring_to_text_with_len(text.data(), static_cast<int>(text.size())));
+    MemoryContextSwitchTo(old);
+    return d;
+  });
+}
+
+Datum bytea_result(size_t n, uint8_t** data) {
+  if (n > MaxAllocSize - VARHDRSZ)
+    throw Error(ErrorCode::OutOfRange, std::to_string(n) + " bytes do not fit in a bytea (at most 1 GB)");
+  bytea* value = call([&] { return static_cast<bytea*>(MemoryContextAlloc(entry_context(), n + VARHDRSZ)); });
+  SET_VARSIZE(value, n + VARHDRSZ);
+  *data = reinterpret_cast<uint8_t*>(VARDATA(value));
+  return PointerGetDatum(value);
+}
+
+Datum jsonb_result(const std::string& json) {
+  return call([&] {
+    MemoryContext old = MemoryContextSwitchTo(entry_context());
+    Datum d = DirectFunctionCall1(jsonb_in, CStringGetDatum(json.c_str()));
+    MemoryContextSwitchTo(old);
+    return d;
+  });
+}
+
+void return_single_row(FunctionCallInfo fcinfo, std::vector<Datum> values) {
+  auto nulls = std::make_unique<bool[]>(values.size());  // all false
+  call([&] {
+    InitMaterializedSRF(fcinfo, 0);
+    auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    if (rsinfo->setDesc->natts != static_cast<int>(values.size()))
+      elog(ERROR, "kvg: result has %d columns, the function returns %zu", rsinfo->setDesc->natts, values.size());
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values.data(), nulls.get());
+  });
+}
+
+void notice(const std::string& message) {
+  call([&] { ereport(NOTICE, (errmsg_internal("%s", message.c_str()))); });
+}
+
+}  // namespace kvg::pg

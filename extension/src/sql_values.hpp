@@ -1,0 +1,42 @@
+// Arguments and results of SQL entry points as C++ values. Every conversion
+// that touches PostgreSQL (detoasting, palloc) goes through pg::call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "storage/sha256.hpp"
+
+struct FunctionCallInfoBaseData;
+typedef uintptr_t Datum;
+
+namespace kvg::pg {
+
+bool arg_is_null(FunctionCallInfoBaseData* fcinfo, int n);
+// For functions that are not STRICT (they have optional arguments): throws
+// InvalidArgument naming `name` when a required argument is NULL.
+void require_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* name);
+std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n);
+// The detoasted bytes; valid until the function returns.
+std::span<const uint8_t> bytea_arg(FunctionCallInfoBaseData* fcinfo, int n);
+// An artifact identity: 64 hex characters (either case); InvalidArgument otherwise,
+// naming `what`.
+Digest digest_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* what);
+Digest parse_digest(std::string_view hex, const char* what);
+
+// Results, allocated in the entry's memory context.
+Datum text_result(std::string_view text);
+// A bytea of n bytes whose contents the caller fills through *data.
+Datum bytea_result(size_t n, uint8_t** data);
+Datum jsonb_result(const std::string& json);
+// The one row of a set-returning function declared RETURNS TABLE (no NULLs);
+// the function then returns Datum(0).
+void return_single_row(FunctionCallInfoBaseData* fcinfo, std::vector<Datum> values);
+
+// A NOTICE to the client (does not interrupt the call).
+void notice(const std::string& message);
+
+}  // namespace kvg::pg

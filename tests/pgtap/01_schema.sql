@@ -1,0 +1,47 @@
+-- The objects CREATE EXTENSION kvg makes, and the constraints on them.
+BEGIN;
+SELECT plan(30);
+
+SELECT has_schema('kvg');
+SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'kvg'), false, 'kvg is not relocatable');
+SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'kvg'), 'kvg',
+          'kvg lives in schema kvg');
+SELECT has_role('kvg_user');
+
+SELECT columns_are('kvg', 'artifacts', ARRAY['sha256', 'loid', 'bytes', 'n_tokens', 'model_fingerprint',
+                                              'recipe', 'parent_sha256', 'created_at', 'created_by']);
+SELECT col_is_pk('kvg', 'artifacts', 'sha256', 'artifacts are keyed by sha256');
+SELECT col_type_is('kvg', 'artifacts', 'loid', 'oid', 'loid is an oid');
+SELECT col_not_null('kvg', 'artifacts', 'loid', 'loid is not null');
+SELECT col_is_unique('kvg', 'artifacts', 'loid', 'one row per large object');
+SELECT col_type_is('kvg', 'artifacts', 'created_by', 'name', 'created_by is a name');
+SELECT fk_ok('kvg', 'artifacts', 'parent_sha256', 'kvg', 'artifacts', 'sha256', 'a parent is a stored artifact');
+SELECT throws_ok($$INSERT INTO kvg.artifacts (sha256, loid) VALUES ('abc', 1)$$, '23514', NULL,
+                 'sha256 must be 64 characters');
+SELECT throws_ok($$INSERT INTO kvg.artifacts (sha256, loid) VALUES (repeat('AB', 32), 1)$$, '23514', NULL,
+                 'sha256 must be lowercase hex');
+
+SELECT columns_are('kvg', 'audit', ARRAY['id', 'at', 'role', 'operation', 'model_fingerprint', 'recipe',
+                                          'input_sha256', 'artifact_sha256', 'output_sha256', 'logits_sha256',
+                                          'tokens_in', 'tokens_out', 'prev_hash', 'row_hash']);
+SELECT col_is_pk('kvg', 'audit', 'id', 'audit rows are keyed by id');
+SELECT col_type_is('kvg', 'audit', 'id', 'bigint', 'id is a bigint');
+SELECT col_default_is('kvg', 'audit', 'id', $$nextval('kvg.audit_id_seq'::regclass)$$, 'id is a bigserial');
+SELECT col_type_is('kvg', 'audit', 'at', 'timestamp with time zone', 'at is a timestamptz');
+SELECT has_table('kvg', 'audit_head', 'the chain head exists');
+
+SELECT has_function('public', 'kvg_import', ARRAY['bytea']);
+SELECT function_returns('public', 'kvg_import', ARRAY['bytea'], 'text');
+SELECT has_function('public', 'kvg_export', ARRAY['text']);
+SELECT function_returns('public', 'kvg_export', ARRAY['text'], 'bytea');
+SELECT has_function('public', 'kvg_artifact_verify', ARRAY['text']);
+SELECT function_returns('public', 'kvg_artifact_verify', ARRAY['text'], 'boolean');
+SELECT has_function('public', 'kvg_audit_verify', ARRAY[]::text[]);
+SELECT function_returns('public', 'kvg_audit_verify', ARRAY[]::text[], 'bigint');
+
+SELECT has_trigger('kvg', 'audit', 'audit_append_only', 'kvg.audit is append-only');
+SELECT has_trigger('kvg', 'artifacts', 'artifacts_immutable', 'artifact rows are immutable');
+SELECT has_trigger('kvg', 'artifacts', 'artifacts_unlink', 'a deleted artifact takes its large object along');
+
+SELECT * FROM finish();
+ROLLBACK;

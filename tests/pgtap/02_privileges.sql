@@ -1,0 +1,80 @@
+-- Nothing for PUBLIC; kvg_user may call the functions and read the catalogs
+-- but write nothing directly; the large objects belong to the schema owner.
+BEGIN;
+SELECT plan(28);
+\ir fixtures.psql
+GRANT SELECT ON fixture TO kvg_user;
+
+SELECT ok(NOT has_schema_privilege('public', 'kvg', 'USAGE'), 'PUBLIC cannot use schema kvg');
+SELECT ok(NOT bool_or(has_function_privilege('public', p.oid, 'EXECUTE')),
+          'PUBLIC can execute no kvg function (in schema kvg or public)')
+FROM pg_proc p
+JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
+SELECT is(array_agg(p.proname::text ORDER BY p.proname),
+          ARRAY['kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture', 'kvg_export', 'kvg_generate',
+                'kvg_graft_check', 'kvg_import', 'kvg_model_info'],
+          'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
+FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
+SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
+FROM unnest(ARRAY['public.kvg_import(bytea)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
+                  'public.kvg_audit_verify()']) AS f;
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer)', 'EXECUTE'),
+          'kvg_user cannot append audit rows itself');
+SELECT ok(has_table_privilege('kvg_user', 'kvg.artifacts', 'SELECT'), 'kvg_user reads kvg.artifacts');
+SELECT ok(has_table_privilege('kvg_user', 'kvg.audit', 'SELECT'), 'kvg_user reads kvg.audit');
+SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.artifacts', 'INSERT, UPDATE, DELETE, TRUNCATE'),
+          'kvg_user cannot write kvg.artifacts');
+SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit', 'INSERT, UPDATE, DELETE, TRUNCATE'),
+          'kvg_user cannot write kvg.audit');
+SELECT is(count(*), 0::bigint, 'no SECURITY DEFINER function')
+FROM pg_proc WHERE pronamespace = 'kvg'::regnamespace AND prosecdef;
+SELECT is(count(*), 0::bigint, 'every SQL/PLpgSQL function pins search_path')
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+WHERE p.pronamespace = 'kvg'::regnamespace AND l.lanname <> 'c'
+  AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false);
+
+CREATE ROLE tap_alice IN ROLE kvg_user;
+CREATE ROLE tap_nobody;
+
+SET ROLE tap_alice;
+SELECT is(public.kvg_import(pg_temp.fixture('root')), pg_temp.fixture_sha('root'), 'kvg_user imports');
+SELECT is(public.kvg_artifact_verify(pg_temp.fixture_sha('root')), true, 'kvg_user verifies');
+SELECT is(public.kvg_export(pg_temp.fixture_sha('root')), pg_temp.fixture('root'), 'kvg_user exports');
+SELECT is(public.kvg_audit_verify(), NULL, 'kvg_user verifies the audit chain');
+SELECT throws_ok($$INSERT INTO kvg.audit (at, role, operation, prev_hash, row_hash)
+                   VALUES (now(), 'tap_alice', 'forged', 'x', 'y')$$, '42501', NULL,
+                 'kvg_user cannot forge an audit row');
+SELECT throws_ok($$SELECT kvg.audit_insert('forged', 'tap_alice', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)$$,
+                 '42501', NULL, 'kvg_user cannot call the audit insert path');
+SELECT throws_ok($$INSERT INTO kvg.artifacts (sha256, loid) VALUES (repeat('0', 64), 1)$$, '42501', NULL,
+                 'kvg_user cannot forge an artifact row');
+SELECT throws_ok(format('SELECT lo_unlink(%s)', (SELECT loid FROM kvg.artifacts WHERE sha256 = pg_temp.fixture_sha('root'))),
+                 '42501', NULL, 'kvg_user cannot unlink an artifact''s large object');
+SELECT throws_ok(format('SELECT lo_put(%s, 0, ''\x00'')', (SELECT loid FROM kvg.artifacts WHERE sha256 = pg_temp.fixture_sha('root'))),
+                 '42501', NULL, 'kvg_user cannot overwrite an artifact''s large object');
+-- kvg's own statements do not depend on the caller's search_path.
+SET search_path = '';
+SELECT public.kvg_import(pg_temp.fixture('child')) AS child_sha \gset
+RESET search_path;
+SELECT is(:'child_sha', pg_temp.fixture_sha('child'), 'import works with an empty search_path');
+RESET ROLE;
+
+SELECT is(created_by, 'tap_alice'::name, 'created_by is the calling role')
+FROM kvg.artifacts WHERE sha256 = pg_temp.fixture_sha('root');
+SELECT is(m.lomowner, n.nspowner, 'the large object belongs to the schema owner, not the caller')
+FROM kvg.artifacts a JOIN pg_largeobject_metadata m ON m.oid = a.loid, pg_namespace n
+WHERE a.sha256 = pg_temp.fixture_sha('root') AND n.nspname = 'kvg';
+SELECT is(count(*) FILTER (WHERE role = 'tap_alice' AND operation = 'import'), 2::bigint,
+          'the audit rows name the calling role')
+FROM (SELECT role, operation FROM kvg.audit ORDER BY id DESC LIMIT 2) AS last_two;
+
+SET ROLE tap_nobody;
+SELECT throws_ok($$SELECT public.kvg_audit_verify()$$, '42501', NULL, 'a role outside kvg_user cannot use kvg');
+SELECT throws_ok($$SELECT count(*) FROM kvg.artifacts$$, '42501', NULL, 'a role outside kvg_user cannot read the catalog');
+RESET ROLE;
+SELECT is(current_user, 'postgres'::name, 'identity restored after every call');
+SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');
+
+SELECT * FROM finish();
+ROLLBACK;

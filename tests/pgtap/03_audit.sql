@@ -1,0 +1,87 @@
+-- The audit trail: append-only, and a hash chain that a third party can
+-- recompute from docs/audit-chain.md and that exposes any tampering.
+BEGIN;
+SELECT plan(20);
+
+-- A few rows with NULLs, non-ASCII text and numbers.
+CREATE TEMP TABLE appended AS
+SELECT kvg.audit_insert(op, 'postgres', fp, 'f32-portable-v1', repeat('1', 64), NULL, NULL, NULL, t_in, t_out) AS id
+FROM (VALUES ('import', repeat('a', 64), NULL::int, NULL::int),
+             ('génération ✓', NULL, 12, 34),
+             ('capture', repeat('b', 64), 7, NULL),
+             ('generate', repeat('c', 64), 5, 64)) AS v(op, fp, t_in, t_out);
+SELECT is(count(*), 4::bigint, 'four rows appended') FROM appended;
+SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
+
+-- The documented encoding, written out independently of kvg.audit_row_hash.
+SELECT is(count(*), (SELECT count(*) FROM kvg.audit), 'every row_hash matches the documented encoding')
+FROM kvg.audit a
+WHERE a.row_hash = encode(sha256(convert_to(
+        'kvg-audit-v1' || chr(10) ||
+        (SELECT string_agg(CASE WHEN v IS NULL THEN '-'
+                                ELSE octet_length(convert_to(v, 'UTF8')) || ':' || v END || chr(10), '' ORDER BY n)
+         FROM unnest(ARRAY[a.id::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text, a.operation,
+                           a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256, a.output_sha256,
+                           a.logits_sha256, a.tokens_in::text, a.tokens_out::text, a.prev_hash])
+              WITH ORDINALITY AS f(v, n)),
+        'UTF8')), 'hex');
+SELECT is(prev_hash, repeat('0', 64), 'the first row links to 64 zeros')
+FROM kvg.audit ORDER BY id LIMIT 1;
+SELECT is(count(*), 0::bigint, 'each prev_hash is the previous row_hash')
+FROM (SELECT prev_hash, lag(row_hash) OVER (ORDER BY id) AS previous FROM kvg.audit) c
+WHERE previous IS NOT NULL AND prev_hash <> previous;
+SELECT is((SELECT last_hash FROM kvg.audit_head), (SELECT row_hash FROM kvg.audit ORDER BY id DESC LIMIT 1),
+          'the head holds the last row_hash');
+
+-- Append-only, for everyone (the owner included).
+SELECT throws_ok($$UPDATE kvg.audit SET tokens_out = 0$$, '42501', NULL, 'UPDATE is refused');
+SELECT throws_ok($$DELETE FROM kvg.audit WHERE false$$, '42501', NULL, 'DELETE is refused, even of no rows');
+SELECT throws_ok($$TRUNCATE kvg.audit$$, '42501', NULL, 'TRUNCATE is refused');
+SELECT throws_ok($$UPDATE kvg.artifacts SET recipe = 'x'$$, '42501', NULL, 'artifact rows are immutable too');
+
+-- A superuser can switch the trigger off; the chain still tells.
+ALTER TABLE kvg.audit DISABLE TRIGGER audit_append_only;
+CREATE TEMP TABLE ids AS SELECT id, row_number() OVER (ORDER BY id) AS n FROM appended;
+
+SAVEPOINT tamper;
+UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 2);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 2), 'a changed field is found');
+ROLLBACK TO tamper;
+
+UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 2);
+UPDATE kvg.audit a SET row_hash = kvg.audit_row_hash(a) WHERE id = (SELECT id FROM ids WHERE n = 2);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 3),
+          'a changed field with a recomputed row_hash breaks the next link');
+ROLLBACK TO tamper;
+
+DELETE FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 2);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 3), 'a deleted row breaks the next link');
+ROLLBACK TO tamper;
+
+DELETE FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 4);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 4), 'a cut tail is found through the head');
+ROLLBACK TO tamper;
+
+INSERT INTO kvg.audit (id, at, role, operation, prev_hash, row_hash)
+VALUES (nextval('kvg.audit_id_seq'), now(), 'postgres', 'forged', (SELECT last_hash FROM kvg.audit_head), 'x');
+UPDATE kvg.audit a SET row_hash = kvg.audit_row_hash(a) WHERE operation = 'forged';
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM kvg.audit WHERE operation = 'forged'),
+          'a well-formed row appended behind the head''s back is found');
+ROLLBACK TO tamper;
+
+DELETE FROM kvg.audit_head;
+SELECT is(public.kvg_audit_verify(), (SELECT min(id) FROM kvg.audit), 'a missing head is found');
+ROLLBACK TO tamper;
+
+ALTER TABLE kvg.audit ENABLE TRIGGER audit_append_only;
+SELECT is(public.kvg_audit_verify(), NULL, 'untouched, the chain verifies again');
+
+-- Appending continues from the head.
+SELECT kvg.audit_insert('after', 'postgres', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS last_id \gset
+SELECT is((SELECT prev_hash FROM kvg.audit WHERE id = :last_id),
+          (SELECT row_hash FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 4)), 'a new row links to the last one');
+SELECT is(public.kvg_audit_verify(), NULL, 'and the chain still verifies');
+SELECT cmp_ok(:last_id::bigint, '>', (SELECT max(id) FROM ids), 'ids follow chain order');
+
+SELECT * FROM finish();
+ROLLBACK;

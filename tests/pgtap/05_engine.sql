@@ -1,0 +1,89 @@
+-- The engine functions as a kvg_user sees them, cancellation from another
+-- session, rollback of a capture, and a model switch.
+BEGIN;
+SELECT plan(19);
+\ir fixtures.psql
+\getenv shared KVG_SHARED
+\set small :shared '/models/stories260K.gguf'
+\set other :shared '/models/TinyStories-656K-Q8_0.gguf'
+SELECT set_config('kvg.model', :'small', true) \g /dev/null
+
+-- Cancel a long generation running in another session (with worker threads).
+-- First, while this transaction holds no audit rows: an audited call keeps
+-- the chain head locked until its transaction ends (docs/audit-chain.md), so
+-- the other session's calls would otherwise wait for this one.
+SELECT dblink_connect('b', format('dbname=%s host=%s port=%s user=%s', current_database(),
+                                  current_setting('unix_socket_directories'), current_setting('port'), current_user))
+\g /dev/null
+SELECT dblink_exec('b', format('SET kvg.model = %L', :'small')) \g /dev/null
+SELECT dblink_exec('b', 'SET kvg.threads = 2') \g /dev/null
+SELECT pid AS b_pid FROM dblink('b', 'SELECT pg_backend_pid()') AS t(pid int) \gset
+SELECT dblink_send_query('b', $$SELECT count(public.kvg_generate('Once upon a time', 256)) FROM generate_series(1, 100000)$$)
+\g /dev/null
+SELECT pg_sleep(0.5) \g /dev/null
+SELECT ok(pg_cancel_backend(:b_pid), 'cancel sent');
+SET LOCAL client_min_messages = warning;
+SELECT * FROM dblink_get_result('b', false) AS t(n bigint) \g /dev/null
+RESET client_min_messages;
+SELECT matches(dblink_error_message('b'), 'canceling statement due to user request', 'the call stops with the usual error');
+SELECT * FROM dblink_get_result('b', false) AS t(n bigint) \g /dev/null
+SELECT is((SELECT n FROM dblink('b', $$SELECT length(public.kvg_generate('Once upon a time', 8))$$) AS t(n int)) > 0, true,
+          'the cancelled session keeps working');
+SELECT dblink_disconnect('b') \g /dev/null
+
+CREATE ROLE tap_writer IN ROLE kvg_user;
+SET ROLE tap_writer;
+SELECT lives_ok($$SELECT public.kvg_capture('Once upon a time')$$, 'kvg_user captures');
+SELECT public.kvg_capture('Once upon a time') AS a \gset
+SELECT public.kvg_capture(', there was', :'a') AS b \gset
+SELECT is(public.kvg_generate(' there', 12, :'a'), public.kvg_generate('Once upon a time there', 12),
+          'kvg_user generates after a graft, exactly as without it');
+SELECT ok((SELECT exact FROM public.kvg_graft_check(:'b', ' a little', 1)), 'kvg_user runs a graft check: exact');
+SELECT throws_ok($$SET kvg.model = '/etc/passwd'$$, '42501', NULL, 'kvg_user cannot change the model');
+RESET ROLE;
+SELECT is((SELECT count(*) FROM kvg.audit WHERE role = 'tap_writer'), 6::bigint,
+          'one audit row per engine call (3 captures, 2 generations, 1 graft check)');
+SELECT is((SELECT created_by FROM kvg.artifacts WHERE sha256 = :'b'), 'tap_writer'::name, 'the artifact names its creator');
+SELECT is(m.lomowner, n.nspowner, 'the captured large object belongs to the schema owner')
+FROM kvg.artifacts a JOIN pg_largeobject_metadata m ON m.oid = a.loid, pg_namespace n
+WHERE a.sha256 = :'b' AND n.nspname = 'kvg';
+
+-- A rolled-back capture leaves nothing.
+SELECT count(*) AS objects_before FROM pg_largeobject_metadata \gset
+SAVEPOINT before_capture;
+SELECT public.kvg_capture('The dog ran to the park') AS rolled_back \gset
+ROLLBACK TO before_capture;
+SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 = :'rolled_back'), 0::bigint, 'rolled back: no row');
+SELECT is((SELECT count(*) FROM pg_largeobject_metadata), :objects_before::bigint, 'rolled back: no large object');
+SELECT is((SELECT count(*) FROM kvg.audit WHERE artifact_sha256 = :'rolled_back'), 0::bigint, 'rolled back: no audit row');
+
+-- Another model: the setting change reloads, and old artifacts are refused.
+SELECT public.kvg_model_info()->>'fingerprint' AS small_fingerprint \gset
+SELECT set_config('kvg.model', :'other', true) \g /dev/null
+SELECT isnt(public.kvg_model_info()->>'fingerprint', :'small_fingerprint', 'changing kvg.model loads the other model');
+SELECT throws_ok(format('SELECT public.kvg_generate(%L, 4, %L)', ' there', :'a'), '22V01', NULL,
+                 'an artifact of another model is refused with 22V01');
+SELECT lives_ok($$SELECT public.kvg_generate('Once upon a time', 4)$$, 'the other model generates');
+SELECT set_config('kvg.model', :'small', true) \g /dev/null
+SELECT is(public.kvg_model_info()->>'fingerprint', :'small_fingerprint', 'and back');
+
+-- kvg.device: a GPU computes the same bits as the CPU (portable recipe);
+-- without a usable one, cuda is refused and auto falls back to the CPU.
+SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
+SELECT public.kvg_generate('Once upon a time', 32) AS cpu_story \gset
+SELECT set_config('kvg.device', 'auto', true) \g /dev/null
+SELECT public.kvg_model_info()->>'device' = 'cuda' AS has_gpu \gset
+SELECT is(public.kvg_generate('Once upon a time', 32), :'cpu_story', 'auto generates what cpu generates');
+SELECT set_config('kvg.device', 'cuda', true) \g /dev/null
+\if :has_gpu
+SELECT is(public.kvg_generate('Once upon a time', 32), :'cpu_story', 'cuda generates what cpu generates');
+\else
+-- TODO until Session honours EngineOptions::device (engine/cuda_forward.* is
+-- not wired into the forward pass yet): the engine then runs on the CPU.
+SELECT todo('the engine does not route kvg.device to CUDA yet', 1);
+SELECT throws_ok($$SELECT public.kvg_generate('Once upon a time', 4)$$, '0A000', NULL,
+                 'kvg.device = cuda without a usable GPU is refused');
+\endif
+
+SELECT * FROM finish();
+ROLLBACK;
