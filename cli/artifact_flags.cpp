@@ -4,6 +4,7 @@
 
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
+#include "engine/prompt.hpp"
 
 namespace kvg::cli {
 
@@ -32,21 +33,14 @@ ArtifactRef resolve_artifact(const Args& args) {
           }};
 }
 
-std::vector<int32_t> chain_tokens(const ArtifactRef& ref) {
-  std::vector<int32_t> tokens;
-  for (const auto& h : chain_headers(ref.id, ref.open)) tokens.insert(tokens.end(), h.tokens.begin(), h.tokens.end());
-  return tokens;
-}
+std::vector<int32_t> chain_tokens(const ArtifactRef& ref) { return kvg::chain_tokens(ref.id, ref.open); }
 
 std::vector<int32_t> prompt_after_artifact(const Args& args, const Model& model,
                                            const std::vector<int32_t>& chain) {
   if (args.has("tokens") == args.has("text"))
     throw Error(ErrorCode::InvalidArgument, "give exactly one of --tokens and --text");
   if (args.has("tokens")) return parse_token_list(args.get("tokens"));
-  std::vector<int32_t> prompt = chain;
-  const auto rest = model.tokenizer().encode_continuation(args.get("text"));
-  prompt.insert(prompt.end(), rest.begin(), rest.end());
-  return prompt;
+  return prompt_after_chain(model, chain, args.get("text"));
 }
 
 }  // namespace kvg::cli

@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "engine/graft_check.hpp"
+#include "engine/prompt.hpp"
 
 namespace kvg::cli {
 
@@ -24,8 +25,7 @@ std::shared_ptr<const Model> load_model(const Args& args) { return Model::load(a
 std::vector<int32_t> prompt_tokens(const Args& args, const Model& model) {
   if (args.has("tokens") == args.has("text")) throw Error(ErrorCode::InvalidArgument, "give exactly one of --tokens and --text");
   if (args.has("tokens")) return parse_token_list(args.get("tokens"));
-  const Tokenizer& tok = model.tokenizer();
-  return tok.add_bos() ? tok.encode_with_bos(args.get("text")) : tok.encode(args.get("text"));
+  return fresh_prompt(model, args.get("text"));
 }
 
 std::string write_logits(const std::string& path, const std::vector<float>& logits) {

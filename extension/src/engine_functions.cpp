@@ -10,6 +10,7 @@
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
+#include "engine/prompt.hpp"
 #include "kernels/cuda/cuda_runtime_probe.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_context.hpp"
@@ -52,20 +53,9 @@ struct EngineCall {
 
 std::string text_sha256(const std::string& text) { return to_hex(sha256(std::string_view(text))); }
 
-// A prompt with nothing before it.
-std::vector<int32_t> prompt_tokens(const Model& model, const std::string& text) {
-  const Tokenizer& tok = model.tokenizer();
-  return tok.add_bos() ? tok.encode_with_bos(text) : tok.encode(text);
-}
-
-// The whole prompt when the artifact chain ending in `leaf` precedes `text`:
-// the chain's tokens, then `text` encoded as their continuation.
+// The whole prompt when the artifact chain ending in `leaf` precedes `text`.
 std::vector<int32_t> prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
-  std::vector<int32_t> tokens;
-  for (const ArtifactHeader& h : chain_headers(leaf, call.open)) tokens.insert(tokens.end(), h.tokens.begin(), h.tokens.end());
-  const std::vector<int32_t> rest = call.model->tokenizer().encode_continuation(text);
-  tokens.insert(tokens.end(), rest.begin(), rest.end());
-  return tokens;
+  return prompt_after_chain(*call.model, chain_tokens(leaf, call.open), text);
 }
 
 }  // namespace
@@ -84,7 +74,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
     prompt = prompt_after_artifact(call, *parent, prefix);
     graft(session, *parent, call.open, prompt);
   } else {
-    prompt = prompt_tokens(*call.model, prefix);
+    prompt = fresh_prompt(*call.model, prefix);
   }
   const int64_t from = session.n_past();
   if (int64_t(prompt.size()) <= from)
@@ -132,7 +122,7 @@ KVG_SQL_FUNCTION(kvg_generate) {
     prompt = prompt_after_artifact(call, *artifact, text);
     graft(session, *artifact, call.open, prompt);
   } else {
-    prompt = prompt_tokens(*call.model, text);
+    prompt = fresh_prompt(*call.model, text);
   }
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
