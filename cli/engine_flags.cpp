@@ -17,6 +17,11 @@ EngineOptions engine_options(const Args& args) {
   if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
   if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);
   options.max_context = args.get_int("max-context", 0);
+  const std::string device = args.opt("device").value_or("cpu");
+  if (device == "cpu") options.device = Device::Cpu;
+  else if (device == "cuda") options.device = Device::Cuda;
+  else if (device == "auto") options.device = Device::Auto;
+  else throw Error(ErrorCode::InvalidArgument, "--device must be cpu, cuda or auto, not '" + device + "'");
   return options;
 }
 

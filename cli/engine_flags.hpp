@@ -12,8 +12,8 @@
 
 namespace kvg::cli {
 
-// --threads N, --isa scalar|avx2|avx512|auto, --max-context N
-inline const std::set<std::string> kEngineFlags = {"model", "threads", "isa", "max-context"};
+// --threads N, --isa scalar|avx2|avx512|auto, --max-context N, --device cpu|cuda|auto
+inline const std::set<std::string> kEngineFlags = {"model", "threads", "isa", "max-context", "device"};
 
 EngineOptions engine_options(const Args& args);
 std::shared_ptr<const Model> load_model(const Args& args);

@@ -40,7 +40,7 @@ void usage(std::FILE* out) {
   std::fprintf(out, "usage: kvg <command> [flags]\n\n");
   for (const Command& c : kCommands) std::fprintf(out, "  kvg %-9s %s\n", c.name, c.usage);
   std::fprintf(out, "\nEngine flags for commands that run the model: --threads N, --isa scalar|avx2|avx512|auto, "
-                    "--max-context N\n");
+                    "--max-context N, --device cpu|cuda|auto\n");
 }
 
 // Exit statuses: 0 success, 1 a check failed (e.g. graft not exact), 2 bad

@@ -10,6 +10,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
 
 namespace kvg {
 
@@ -44,7 +45,10 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
       cache_(model_->config().n_layer, model_->config().kv_row_floats(),
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
                                      : model_->config().n_ctx),
-      scratch_(std::make_shared<Scratch>()) {}
+      scratch_(std::make_shared<Scratch>()) {
+  if (options_.device == Device::Cuda || (options_.device == Device::Auto && cuda_device_available(nullptr)))
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
+}
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
   const int n_vocab = model_->config().n_vocab;
@@ -64,6 +68,11 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   const int64_t n = int64_t(tokens.size());
   if (n == 0) {
     if (logits) logits->clear();
+    return;
+  }
+  if (cuda_) {
+    cuda_->forward(tokens, n_past(), which, logits, cache_);
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     return;
   }
   const ModelConfig& c = model_->config();
@@ -156,6 +165,7 @@ void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor 
 void Session::truncate(int64_t n) {
   if (n < 0 || n > n_past()) throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + " is outside [0, n_past]");
   tokens_.resize(size_t(n));
+  if (cuda_) cuda_->truncate(n);
 }
 
 void Session::append_grafted(std::span<const int32_t> tokens) {

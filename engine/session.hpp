@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/cuda_forward.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -79,6 +80,9 @@ class Session {
   KvCache cache_;
   std::vector<int32_t> tokens_;
   std::shared_ptr<Scratch> scratch_;
+  // Set when the forward pass runs on a GPU (EngineOptions::device); it
+  // mirrors cache_, which stays authoritative for capture and graft.
+  std::shared_ptr<CudaForward> cuda_;
 };
 
 }  // namespace kvg

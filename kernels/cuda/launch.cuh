@@ -13,7 +13,4 @@ inline cudaStream_t native(const Stream& stream) { return static_cast<cudaStream
 // while the kernel runs surface at the next synchronisation.
 inline void check_launch(const char* kernel) { check_status(int(cudaGetLastError()), kernel); }
 
-// Blocks of `per_block` items covering n items.
-inline unsigned blocks_for(int64_t n, int per_block) { return unsigned((n + per_block - 1) / per_block); }
-
 }  // namespace kvg::cuda::detail

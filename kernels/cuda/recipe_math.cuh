@@ -52,7 +52,8 @@ __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from_bits(
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 
 // Element k of a weight row as fp32: the value decode_chunk() produces
-// (kernels/cpu/weight_decode.hpp). The quantized products are exact.
+// (kernels/cpu/weight_decode.hpp), with the same roundings in the same order
+// (exact for every format but Q6_K, see docs/recipe.md).
 template <WeightType kType>
 __device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
   if constexpr (kType == WeightType::F32) {
@@ -66,13 +67,45 @@ __device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
     const float d = f16_to_f32(load_u16(block));
     const int8_t q = static_cast<int8_t>(block[2 + (k & 31)]);
     return __fmul_rn(d, float(q));
-  } else {  // Q4_0 — block: f16 scale, 16 bytes; low nibbles are elements 0..15, high 16..31
+  } else if constexpr (kType == WeightType::Q4_0) {  // f16 scale, 16 bytes: low nibbles 0..15, high 16..31
     const uint8_t* block = row + (k >> 5) * 18;
     const float d = f16_to_f32(load_u16(block));
     const int i = int(k & 31);
     const uint8_t byte = block[2 + (i & 15)];
     const int nibble = i < 16 ? (byte & 0x0f) : (byte >> 4);
     return __fmul_rn(d, float(nibble - 8));
+  } else if constexpr (kType == WeightType::Q4_K) {
+    // 256 per block: f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min)
+    // for 8 sub-blocks of 32, 128 bytes of nibbles (64 elements share 32
+    // bytes, low nibbles first). w = (d*scale)*q - dmin*min, rounded as the CPU.
+    const uint8_t* block = row + (k >> 8) * 144;
+    const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
+    const uint8_t* scales = block + 4;
+    const int e = int(k & 255), sub = e / 32;
+    int sc, mn;
+    if (sub < 4) {
+      sc = scales[sub] & 63;
+      mn = scales[sub + 4] & 63;
+    } else {
+      sc = (scales[sub + 4] & 0x0f) | ((scales[sub - 4] >> 6) << 4);
+      mn = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
+    }
+    const float scale = __fmul_rn(d, float(sc)), offset = __fmul_rn(dmin, float(mn));
+    const uint8_t byte = block[16 + (e / 64) * 32 + (e % 32)];
+    const int nibble = (e % 64) >= 32 ? (byte >> 4) : (byte & 0x0f);
+    return __fsub_rn(__fmul_rn(scale, float(nibble)), offset);
+  } else {  // Q6_K
+    // 256 per block: 128 bytes of low nibbles, 64 bytes of high 2-bit pairs,
+    // 16 int8 sub-block scales, f16 d. w = (d*scale)*(q-32).
+    const uint8_t* block = row + (k >> 8) * 210;
+    const float d = f16_to_f32(load_u16(block + 208));
+    const int e = int(k & 255), half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+    const uint8_t ql = block[half * 64 + (quarter & 1) * 32 + l];
+    const uint8_t qh = block[128 + half * 32 + l];
+    const int8_t sc = static_cast<int8_t>(block[192 + half * 8 + 2 * quarter + l / 16]);
+    const int low = quarter < 2 ? (ql & 0x0f) : (ql >> 4);
+    const int q = (low | (((qh >> (2 * quarter)) & 3) << 4)) - 32;
+    return __fmul_rn(__fmul_rn(d, float(sc)), float(q));
   }
 }
 

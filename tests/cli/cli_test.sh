@@ -65,6 +65,8 @@ check "verify refuses a truncated file" fails "$kvg" verify "$tmp/short.kvga"
 check "graft refuses a diverging prompt" bash -c "'$kvg' logits --model '$model' --tokens 1,403,407,261,378,400,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'position 5: the artifact has token 432, the prompt has 400'"
 check "graft refuses another model" bash -c "'$kvg' logits --model '$q8' --tokens 1,403,407,261,378,432,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'model mismatch'"
 check "missing parent names the store" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$tmp/empty' --text ' x' 2>&1 | grep -q 'not found'"
+check "--device cuda without a GPU (or CUDA build) fails clearly" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 2 --device cuda 2>&1 | grep -qiE 'cuda|gpu'"
+check "--device auto falls back to the CPU" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 16 --device auto | grep -q 'Once upon a time'"
 check "unknown flag is an error" fails "$kvg" info --model "$model" --bogus 1
 check "malformed model is an error" bash -c "head -c 1000 '$model' > '$tmp/cut.gguf'; '$kvg' info --model '$tmp/cut.gguf' 2>&1 | grep -q 'GGUF'"
 check "synth writes a loadable model" bash -c "'$kvg' synth --out '$tmp/s.gguf' --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 --type q8_0 --seed 1 && '$kvg' info --model '$tmp/s.gguf' --json | grep -q '\"layers\":2'"

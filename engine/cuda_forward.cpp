@@ -1,0 +1,376 @@
+// The llama forward pass on the GPU: the same steps, in the same order, as
+// engine/forward.cpp, each a kernel from kernels/cuda that reproduces its CPU
+// counterpart bit for bit. Only the data movement differs: K and V are
+// written straight into a device mirror of the KV cache, laid out position-
+// major ([position][layer][K | V][kv_width]) so that the rows of one forward
+// travel to and from the host in a single copy.
+#include "engine/cuda_forward.hpp"
+
+#include "common/error.hpp"
+#include "engine/session.hpp"
+
+#ifdef KVG_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/cpu/rope_table.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
+#include "kernels/cuda/device_matrix.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/ops.hpp"
+
+namespace kvg {
+
+namespace {
+
+// A model's weights on the device. Matrices keep their storage format; a
+// tied output head shares the embedding's bytes.
+struct DeviceWeights {
+  struct Layer {
+    WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float* bq = nullptr;  // q/k/v biases, when config().qkv_bias
+    const float* bk = nullptr;
+    const float* bv = nullptr;
+  };
+  WeightMatrix token_embedding, output;
+  const float* output_norm = nullptr;
+  std::vector<Layer> layers;
+
+  explicit DeviceWeights(const Model& model) {
+    cuda::Stream stream;
+    std::map<const uint8_t*, WeightMatrix> uploaded;  // host bytes -> device view
+    auto matrix = [&](const WeightMatrix& w) {
+      auto it = uploaded.find(w.data);
+      if (it != uploaded.end()) return it->second;
+      matrices_.push_back(cuda::upload_matrix(w, stream));
+      return uploaded[w.data] = matrices_.back().view;
+    };
+    auto floats = [&](const std::vector<float>& v) -> const float* {
+      if (v.empty()) return nullptr;
+      vectors_.push_back(cuda::upload_floats(v, stream));
+      return vectors_.back().as<const float>();
+    };
+    token_embedding = matrix(model.token_embedding());
+    output = matrix(model.output());
+    output_norm = floats(model.output_norm());
+    for (const LayerWeights& l : model.layers())
+      layers.push_back(Layer{matrix(l.wq), matrix(l.wk), matrix(l.wv), matrix(l.wo), matrix(l.w_gate),
+                             matrix(l.w_up), matrix(l.w_down), floats(l.attn_norm), floats(l.ffn_norm),
+                             floats(l.bq), floats(l.bk), floats(l.bv)});
+    stream.synchronize();  // complete before any other stream reads them
+  }
+
+ private:
+  std::vector<cuda::DeviceMatrix> matrices_;
+  std::vector<cuda::DeviceBuffer> vectors_;
+};
+
+// One upload per model per process: sessions of the same model share it.
+// Entries hold weak references only, so the device memory goes with the last
+// CudaForward of the model, and a new Model at a reused address is not
+// mistaken for the old one (its weak_ptr has expired).
+std::shared_ptr<const DeviceWeights> device_weights_for(const std::shared_ptr<const Model>& model) {
+  struct Entry {
+    std::weak_ptr<const Model> model;
+    std::weak_ptr<const DeviceWeights> weights;
+  };
+  static std::mutex mutex;
+  static std::map<const Model*, Entry> registry;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = registry.begin(); it != registry.end();)
+    it = it->second.model.expired() || it->second.weights.expired() ? registry.erase(it) : std::next(it);
+  auto it = registry.find(model.get());
+  if (it != registry.end())
+    if (auto weights = it->second.weights.lock()) return weights;
+  auto weights = std::make_shared<const DeviceWeights>(*model);
+  registry[model.get()] = Entry{model, weights};
+  return weights;
+}
+
+// Device growth policy shared by the KV mirror and the rope table: like the
+// host KvCache, geometric steps up to the limit.
+int64_t grown_capacity(int64_t current, int64_t needed, int64_t limit) {
+  return std::min(limit, std::max(needed, std::max<int64_t>(256, current * 2)));
+}
+
+}  // namespace
+
+struct CudaForward::Impl {
+  std::shared_ptr<const Model> model;
+  const ModelConfig& c;
+  int64_t max_positions;
+  std::shared_ptr<const DeviceWeights> weights;
+  cuda::Stream stream;
+  std::string device;
+
+  const int64_t q_width = int64_t(c.n_head) * c.head_dim;
+  const int64_t kv_width = c.kv_row_floats();
+  const int64_t position_floats = int64_t(c.n_layer) * 2 * kv_width;  // one position's row in the mirror
+  const int rope_pairs = c.rope_dim / 2;
+
+  // The device mirror of the KV cache: [0, valid) equals host_cache rows.
+  cuda::DeviceBuffer kv;
+  int64_t kv_capacity = 0;
+  int64_t valid = 0;
+  const KvCache* mirrored = nullptr;  // the host cache `valid` refers to
+
+  // Rotary tables for positions [0, rope_filled), computed on the host by
+  // RopeTable (part of the recipe) and uploaded once per position.
+  RopeTable rope{c.rope_dim, c.rope_base};
+  cuda::DeviceBuffer rope_cos, rope_sin;
+  int64_t rope_capacity = 0, rope_filled = 0;
+
+  // Activations for up to scratch_tokens tokens.
+  cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
+  int64_t scratch_tokens = 0, logits_rows = 0;
+
+  // Page-locked staging, one per purpose, so no upload still in flight is
+  // overwritten; each forward ends with a synchronisation.
+  cuda::PinnedBuffer kv_up, rope_up, tokens_up, down;
+
+  Impl(std::shared_ptr<const Model> m, int64_t limit)
+      : model(std::move(m)), c(model->config()), max_positions(limit), weights(device_weights_for(model)),
+        device(cuda::device_description()) {}
+
+  float* k_rows(int layer) const { return kv.as<float>() + int64_t(2 * layer) * kv_width; }
+  float* v_rows(int layer) const { return kv.as<float>() + int64_t(2 * layer + 1) * kv_width; }
+
+  void ensure_kv(int64_t positions) {
+    if (positions <= kv_capacity) return;
+    const int64_t capacity = grown_capacity(kv_capacity, positions, max_positions);
+    cuda::DeviceBuffer bigger(size_t(capacity * position_floats) * sizeof(float));
+    cuda::copy_on_device(bigger.data(), kv.data(), size_t(valid * position_floats) * sizeof(float), stream);
+    stream.synchronize();  // the old buffer is freed below
+    kv = std::move(bigger);
+    kv_capacity = capacity;
+  }
+
+  void ensure_rope(int64_t positions) {
+    if (positions > rope_capacity) {
+      const int64_t capacity = grown_capacity(rope_capacity, positions, max_positions);
+      const size_t bytes = size_t(capacity * rope_pairs) * sizeof(float);
+      cuda::DeviceBuffer cos_d(bytes), sin_d(bytes);
+      const size_t kept = size_t(rope_filled * rope_pairs) * sizeof(float);
+      cuda::copy_on_device(cos_d.data(), rope_cos.data(), kept, stream);
+      cuda::copy_on_device(sin_d.data(), rope_sin.data(), kept, stream);
+      stream.synchronize();
+      rope_cos = std::move(cos_d);
+      rope_sin = std::move(sin_d);
+      rope_capacity = capacity;
+    }
+    if (positions <= rope_filled || rope_pairs == 0) return;
+    const int64_t count = positions - rope_filled;
+    rope_up.fit(size_t(2 * count * rope_pairs) * sizeof(float));
+    float* cos_h = rope_up.as<float>();
+    float* sin_h = cos_h + count * rope_pairs;
+    for (int64_t i = 0; i < count; ++i) rope.angles(rope_filled + i, cos_h + i * rope_pairs, sin_h + i * rope_pairs);
+    const size_t offset = size_t(rope_filled * rope_pairs);
+    cuda::copy_to_device(rope_cos.as<float>() + offset, cos_h, size_t(count * rope_pairs) * sizeof(float), stream);
+    cuda::copy_to_device(rope_sin.as<float>() + offset, sin_h, size_t(count * rope_pairs) * sizeof(float), stream);
+    rope_filled = positions;
+  }
+
+  void ensure_scratch(int64_t n, int64_t n_logits) {
+    if (n > scratch_tokens) {
+      auto floats = [n](int64_t width) { return cuda::DeviceBuffer(size_t(n * width) * sizeof(float)); };
+      tokens_d = cuda::DeviceBuffer(size_t(n) * sizeof(int32_t));
+      x = floats(c.n_embd);
+      xn = floats(c.n_embd);
+      q = floats(q_width);
+      attn = floats(q_width);
+      proj = floats(std::max<int64_t>(c.n_embd, q_width));
+      gate = floats(c.n_ff);
+      up = floats(c.n_ff);
+      scratch_tokens = n;
+    }
+    if (n_logits > logits_rows) {
+      logits_d = cuda::DeviceBuffer(size_t(n_logits) * size_t(c.n_vocab) * sizeof(float));
+      logits_rows = n_logits;
+    }
+  }
+
+  // Host rows [valid, p0) -> device, gathered into the mirror's layout.
+  void upload_missing(const KvCache& host, int64_t p0) {
+    if (valid >= p0) return;
+    const int64_t count = p0 - valid;
+    kv_up.fit(size_t(count * position_floats) * sizeof(float));
+    float* stage = kv_up.as<float>();
+    const size_t row_bytes = size_t(kv_width) * sizeof(float);
+    for (int64_t i = 0; i < count; ++i)
+      for (int l = 0; l < c.n_layer; ++l) {
+        float* dst = stage + i * position_floats + int64_t(2 * l) * kv_width;
+        std::memcpy(dst, host.k(l, valid + i), row_bytes);
+        std::memcpy(dst + kv_width, host.v(l, valid + i), row_bytes);
+      }
+    cuda::copy_to_device(kv.as<float>() + valid * position_floats, stage, size_t(count * position_floats) * sizeof(float),
+                         stream);
+    valid = p0;
+  }
+
+  void check_request(std::span<const int32_t> tokens, int64_t p0, const KvCache& host) const {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || tokens[i] >= c.n_vocab)
+        throw Error(ErrorCode::InvalidArgument, "token id " + std::to_string(tokens[i]) + " at index " +
+                                                    std::to_string(i) + " is outside the vocabulary [0, " +
+                                                    std::to_string(c.n_vocab) + ")");
+    if (p0 < 0 || p0 + int64_t(tokens.size()) > max_positions)
+      throw Error(ErrorCode::OutOfRange, "positions " + std::to_string(p0) + ".." +
+                                             std::to_string(p0 + int64_t(tokens.size())) + " exceed the GPU context of " +
+                                             std::to_string(max_positions));
+    if (host.n_layer() != c.n_layer || host.row_floats() != kv_width)
+      throw Error(ErrorCode::Internal, "CudaForward: the host KV cache has another layout than the model");
+  }
+
+  void forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
+               KvCache& host) {
+    check_request(tokens, p0, host);
+    const int64_t n = int64_t(tokens.size());
+    if (&host != mirrored) {  // another cache: nothing on the device describes it yet
+      mirrored = &host;
+      valid = 0;
+    }
+    valid = std::min(valid, p0);  // rows from p0 on are about to be recomputed
+    if (n == 0) {
+      if (logits) logits->clear();
+      return;
+    }
+    host.reserve(p0 + n);  // may throw: before any device work
+    const bool want_logits = which != LogitsFor::None && logits != nullptr;
+    const int64_t first = which == LogitsFor::All ? 0 : n - 1;
+    const int64_t rows = want_logits ? n - first : 0;
+
+    ensure_kv(p0 + n);
+    upload_missing(host, p0);
+    ensure_rope(p0 + n);
+    ensure_scratch(n, rows);
+    tokens_up.fit(size_t(n) * sizeof(int32_t));
+    std::memcpy(tokens_up.data(), tokens.data(), size_t(n) * sizeof(int32_t));
+    cuda::copy_to_device(tokens_d.data(), tokens_up.data(), size_t(n) * sizeof(int32_t), stream);
+
+    run_layers(n, p0);
+    if (rows > 0) {
+      cuda::rmsnorm(x.as<float>() + first * c.n_embd, weights->output_norm, rows, c.n_embd, c.norm_eps, xn.as<float>(),
+                    stream);
+      const cuda::MatmulOutput head[1] = {{weights->output, logits_d.as<float>(), c.n_vocab}};
+      cuda::matmul(head, xn.as<float>(), c.n_embd, rows, stream);
+    }
+
+    // New KV rows, then logits, in one staging buffer and one wait.
+    const size_t kv_floats = size_t(n * position_floats);
+    const size_t logit_floats = size_t(rows) * size_t(c.n_vocab);
+    down.fit((kv_floats + logit_floats) * sizeof(float));
+    float* kv_h = down.as<float>();
+    cuda::copy_to_host(kv_h, kv.as<float>() + p0 * position_floats, kv_floats * sizeof(float), stream);
+    cuda::copy_to_host(kv_h + kv_floats, logits_d.data(), logit_floats * sizeof(float), stream);
+    stream.synchronize();
+
+    const size_t row_bytes = size_t(kv_width) * sizeof(float);
+    for (int64_t i = 0; i < n; ++i)
+      for (int l = 0; l < c.n_layer; ++l) {
+        const float* src = kv_h + i * position_floats + int64_t(2 * l) * kv_width;
+        std::memcpy(host.k(l, p0 + i), src, row_bytes);
+        std::memcpy(host.v(l, p0 + i), src + kv_width, row_bytes);
+      }
+    valid = p0 + n;
+    if (rows > 0) logits->assign(kv_h + kv_floats, kv_h + kv_floats + logit_floats);
+  }
+
+  // The layers of engine/forward.cpp, step for step.
+  void run_layers(int64_t n, int64_t p0) {
+    const int64_t S = position_floats;
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));  // as forward.cpp computes it
+    const cuda::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, scale};
+    const float* cos_p0 = rope_cos.as<float>() + p0 * rope_pairs;
+    const float* sin_p0 = rope_sin.as<float>() + p0 * rope_pairs;
+    float* xf = x.as<float>();
+    float* xnf = xn.as<float>();
+
+    cuda::embed_rows(weights->token_embedding, tokens_d.as<int32_t>(), n, xf, stream);
+    for (int l = 0; l < c.n_layer; ++l) {
+      const DeviceWeights::Layer& w = weights->layers[size_t(l)];
+      // Attention block; K and V land directly in the mirror at p0.
+      cuda::rmsnorm(xf, w.attn_norm, n, c.n_embd, c.norm_eps, xnf, stream);
+      float* k_new = k_rows(l) + p0 * S;
+      float* v_new = v_rows(l) + p0 * S;
+      const cuda::MatmulOutput qkv[3] = {{w.wq, q.as<float>(), q_width}, {w.wk, k_new, S}, {w.wv, v_new, S}};
+      cuda::matmul(qkv, xnf, c.n_embd, n, stream);
+      if (c.qkv_bias) {
+        cuda::add_to_rows(q.as<float>(), n, q_width, w.bq, q_width, stream);
+        cuda::add_to_rows(k_new, n, S, w.bk, kv_width, stream);
+        cuda::add_to_rows(v_new, n, S, w.bv, kv_width, stream);
+      }
+      cuda::apply_rope(q.as<float>(), n, q_width, c.n_head, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
+      cuda::apply_rope(k_new, n, S, c.n_head_kv, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
+      cuda::attention(q.as<float>(), q_width, k_rows(l), v_rows(l), S, shape, p0, n, attn.as<float>(), q_width, stream);
+      const cuda::MatmulOutput o[1] = {{w.wo, proj.as<float>(), c.n_embd}};
+      cuda::matmul(o, attn.as<float>(), q_width, n, stream);
+      cuda::add_inplace(xf, proj.as<float>(), n * c.n_embd, stream);
+
+      // Feed-forward block (SwiGLU).
+      cuda::rmsnorm(xf, w.ffn_norm, n, c.n_embd, c.norm_eps, xnf, stream);
+      const cuda::MatmulOutput gate_up[2] = {{w.w_gate, gate.as<float>(), c.n_ff}, {w.w_up, up.as<float>(), c.n_ff}};
+      cuda::matmul(gate_up, xnf, c.n_embd, n, stream);
+      cuda::swiglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
+      const cuda::MatmulOutput down_proj[1] = {{w.w_down, proj.as<float>(), c.n_embd}};
+      cuda::matmul(down_proj, gate.as<float>(), c.n_ff, n, stream);
+      cuda::add_inplace(xf, proj.as<float>(), n * c.n_embd, stream);
+    }
+  }
+};
+
+CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions) {
+  std::string why;
+  if (!cuda_device_available(&why)) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + why);
+  if (model->config().head_dim > 512)
+    throw Error(ErrorCode::Unsupported, "CUDA forward: head_dim " + std::to_string(model->config().head_dim) +
+                                            " exceeds 512");
+  if (max_positions <= 0) throw Error(ErrorCode::InvalidArgument, "CUDA forward: max_positions must be positive");
+  impl_ = std::make_unique<Impl>(std::move(model), max_positions);
+}
+
+CudaForward::~CudaForward() = default;
+
+void CudaForward::forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
+                          KvCache& host_cache) {
+  impl_->forward(tokens, p0, which, logits, host_cache);
+}
+
+void CudaForward::truncate(int64_t n) { impl_->valid = std::min(impl_->valid, std::max<int64_t>(n, 0)); }
+int64_t CudaForward::device_positions() const { return impl_->valid; }
+int64_t CudaForward::max_positions() const { return impl_->max_positions; }
+std::string CudaForward::device_name() const { return impl_->device; }
+
+}  // namespace kvg
+
+#else  // !KVG_HAVE_CUDA
+
+namespace kvg {
+
+struct CudaForward::Impl {};
+
+CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t) {
+  throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
+}
+
+CudaForward::~CudaForward() = default;
+
+void CudaForward::forward(std::span<const int32_t>, int64_t, LogitsFor, std::vector<float>*, KvCache&) {
+  throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
+}
+void CudaForward::truncate(int64_t) {}
+int64_t CudaForward::device_positions() const { return 0; }
+int64_t CudaForward::max_positions() const { return 0; }
+std::string CudaForward::device_name() const { return {}; }
+
+}  // namespace kvg
+
+#endif

@@ -1,0 +1,65 @@
+// The forward pass on a CUDA GPU, under the same f32-portable-v1 recipe as
+// the CPU forward pass (engine/forward.cpp): the same logits bits, the same
+// KV bits, for any chunking.
+//
+// The host KvCache stays authoritative, so capture and graft keep working on
+// it unchanged. The device keeps a mirror of it: before a forward, rows of
+// positions [0, p0) that the host has and the device does not (after a graft,
+// or on first use) are uploaded; after it, the new rows [p0, p0 + n) are
+// copied back into the host cache. Weights are uploaded once per model and
+// shared by every CudaForward of that model in the process.
+//
+// Plain C++ (no CUDA types); in a build without CUDA the constructor throws.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/kv_cache.hpp"
+#include "engine/model.hpp"
+
+namespace kvg {
+
+enum class LogitsFor;  // engine/session.hpp
+
+class CudaForward {
+ public:
+  // Initialises CUDA in this process (never at load time), uploads the
+  // model's weights unless another CudaForward of this model already did,
+  // and prepares device KV for up to max_positions positions. Throws
+  // kvg::Error(Unsupported) when this build has no CUDA support or no usable
+  // device (with the reason), OutOfRange when device memory runs out.
+  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions);
+  ~CudaForward();
+  CudaForward(const CudaForward&) = delete;
+  CudaForward& operator=(const CudaForward&) = delete;
+
+  // Evaluates `tokens` at positions p0.. exactly as Session::forward does on
+  // the CPU. host_cache must hold valid rows for [0, p0); it receives the rows
+  // of [p0, p0 + n). `logits` gets n_vocab floats per requested row. Token ids
+  // must be in the vocabulary and p0 + n <= max_positions (else kvg::Error).
+  // One CudaForward mirrors one host cache (a Session's): when given a cache
+  // at another address it starts over, but to switch between caches call
+  // truncate(0) — an address can be reused by a new cache.
+  void forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
+               KvCache& host_cache);
+
+  // Forgets device rows of positions >= n: call whenever the host cache's
+  // rows from n on may change other than through forward() (truncation).
+  void truncate(int64_t n);
+
+  // Positions [0, n) whose device rows equal the host cache's.
+  int64_t device_positions() const;
+  int64_t max_positions() const;
+  // The GPU in use, e.g. "NVIDIA H200 (sm_90, 143771 MiB)".
+  std::string device_name() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvg

@@ -1,0 +1,164 @@
+#include "kernels/cuda/ops.hpp"
+
+#include "common/error.hpp"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/recipe_math.cuh"
+
+namespace kvg::cuda {
+
+namespace {
+
+using detail::native;
+
+constexpr int kThreads = 256;
+
+// Grid-stride loops: any n fits a bounded grid.
+inline unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return unsigned(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+__device__ __forceinline__ int64_t first_index() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t index_stride() { return int64_t(gridDim.x) * blockDim.x; }
+
+template <WeightType kType>
+__global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t cols, const int32_t* tokens,
+                             int64_t n_tokens, float* x) {
+  for (int64_t i = first_index(); i < n_tokens * cols; i += index_stride()) {
+    const int64_t t = i / cols, k = i % cols;
+    x[i] = detail::weight_at<kType>(table + int64_t(tokens[t]) * row_bytes, k);
+  }
+}
+
+// One block per row. The first warp computes the mean square with the
+// recipe's dot product (its second half-warp repeats the first's work, so
+// the whole warp takes part in the shuffles); then every thread scales.
+__global__ void rmsnorm_kernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+  __shared__ float inv_shared;
+  const float* xr = x + int64_t(blockIdx.x) * n;
+  float* yr = y + int64_t(blockIdx.x) * n;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x % detail::kLanes;
+    float acc = 0.0f;
+    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fmaf_rn(xr[k], xr[k], acc);
+    const float sum = detail::reduce_half_warp(acc);
+    if (threadIdx.x == 0) {
+      const float mean_square = __fdiv_rn(sum, float(n));
+      inv_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean_square, eps)));  // not rsqrt: two IEEE roundings
+    }
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), w[i]);
+}
+
+// One thread per (token, head, pair).
+__global__ void rope_kernel(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, int half,
+                            const float* cos, const float* sin, bool adjacent) {
+  const int64_t per_token = int64_t(n_heads) * half;
+  for (int64_t i = first_index(); i < n_tokens * per_token; i += index_stride()) {
+    const int64_t t = i / per_token;
+    const int h = int((i % per_token) / half);
+    const int p = int(i % half);
+    float* head = x + t * row_stride + int64_t(h) * head_dim;
+    float* a = adjacent ? head + 2 * p : head + p;
+    float* b = adjacent ? head + 2 * p + 1 : head + p + half;
+    const float c = cos[t * half + p], s = sin[t * half + p];
+    const float av = *a, bv = *b;
+    *a = __fsub_rn(__fmul_rn(av, c), __fmul_rn(bv, s));
+    *b = __fadd_rn(__fmul_rn(av, s), __fmul_rn(bv, c));
+  }
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = __fmul_rn(detail::silu_f32(gate[i]), up[i]);
+}
+
+__global__ void add_kernel(float* x, const float* delta, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) x[i] = __fadd_rn(x[i], delta[i]);
+}
+
+__global__ void add_rows_kernel(float* x, int64_t n_rows, int64_t row_stride, const float* delta, int64_t n) {
+  for (int64_t i = first_index(); i < n_rows * n; i += index_stride()) {
+    float* v = x + (i / n) * row_stride + i % n;
+    *v = __fadd_rn(*v, delta[i % n]);
+  }
+}
+
+__global__ void exp_kernel(const float* in, float* out, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = detail::exp_f32(in[i]);
+}
+
+}  // namespace
+
+void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_tokens, float* x, const Stream& stream) {
+  if (n_tokens <= 0) return;
+  const unsigned grid = grid_for(n_tokens * table.cols);
+  const int64_t rb = int64_t(table.row_bytes);
+  switch (table.type) {
+    case WeightType::F32:
+      embed_kernel<WeightType::F32><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::F16:
+      embed_kernel<WeightType::F16><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::BF16:
+      embed_kernel<WeightType::BF16><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::Q8_0:
+      embed_kernel<WeightType::Q8_0><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::Q4_0:
+      embed_kernel<WeightType::Q4_0><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::Q4_K:
+      embed_kernel<WeightType::Q4_K><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+    case WeightType::Q6_K:
+      embed_kernel<WeightType::Q6_K><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+      break;
+  }
+  detail::check_launch("embedding kernel launch");
+}
+
+void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* y, const Stream& stream) {
+  if (n_rows <= 0) return;
+  if (n_rows > int64_t(0x7fffffff)) throw Error(ErrorCode::Internal, "cuda::rmsnorm: too many rows");
+  rmsnorm_kernel<<<unsigned(n_rows), 128, 0, native(stream)>>>(x, w, n, eps, y);
+  detail::check_launch("rmsnorm kernel launch");
+}
+
+void apply_rope(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, int rope_dim,
+                const float* cos, const float* sin, RopeStyle style, const Stream& stream) {
+  const int half = rope_dim / 2;
+  if (n_tokens <= 0 || half <= 0 || n_heads <= 0) return;
+  rope_kernel<<<grid_for(n_tokens * n_heads * half), kThreads, 0, native(stream)>>>(
+      x, n_tokens, row_stride, n_heads, head_dim, half, cos, sin, style == RopeStyle::AdjacentPairs);
+  detail::check_launch("rope kernel launch");
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  swiglu_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(gate, up, out, n);
+  detail::check_launch("swiglu kernel launch");
+}
+
+void add_inplace(float* x, const float* delta, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(x, delta, n);
+  detail::check_launch("residual add kernel launch");
+}
+
+void add_to_rows(float* x, int64_t n_rows, int64_t row_stride, const float* delta, int64_t n, const Stream& stream) {
+  if (n_rows <= 0 || n <= 0) return;
+  add_rows_kernel<<<grid_for(n_rows * n), kThreads, 0, native(stream)>>>(x, n_rows, row_stride, delta, n);
+  detail::check_launch("bias add kernel launch");
+}
+
+void exp_values(const float* in, float* out, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  exp_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(in, out, n);
+  detail::check_launch("exp kernel launch");
+}
+
+}  // namespace kvg::cuda

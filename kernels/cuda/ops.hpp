@@ -1,0 +1,42 @@
+// Element-wise and per-row operations of the recipe on the GPU, each the
+// same sequence of IEEE operations as its kernels/cpu/ops.hpp counterpart.
+// All pointers are device pointers; every call is asynchronous on `stream`.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/ops.hpp"
+#include "kernels/cpu/weights.hpp"
+#include "kernels/cuda/device_memory.hpp"
+
+namespace kvg::cuda {
+
+// x[t * table.cols + k] = element k of row tokens[t] of `table`, dequantized
+// exactly (dequantize_row). Token ids must already be valid rows.
+void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_tokens, float* x, const Stream& stream);
+
+// For each of n_rows rows of n floats (rows contiguous):
+// y = (x * (1 / sqrt(dot(x, x) / n + eps))) * w.
+void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* y, const Stream& stream);
+
+// Rotates the first rope_dim features of n_heads heads (head_dim apart) in
+// each of n_tokens rows (row_stride floats apart). Row t uses the angles
+// cos[t * rope_dim/2 ..], sin[t * rope_dim/2 ..] — the host's RopeTable
+// values for that row's position, uploaded, never recomputed here.
+void apply_rope(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, int rope_dim,
+                const float* cos, const float* sin, RopeStyle style, const Stream& stream);
+
+// out[i] = silu(gate[i]) * up[i]; out may be gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream);
+
+// x[i] += delta[i].
+void add_inplace(float* x, const float* delta, int64_t n, const Stream& stream);
+
+// x[r * row_stride + i] += delta[i] for r < n_rows, i < n (a bias on every row).
+void add_to_rows(float* x, int64_t n_rows, int64_t row_stride, const float* delta, int64_t n, const Stream& stream);
+
+// out[i] = exp_f32(in[i]): the recipe's exp alone, so tests can compare it
+// with the CPU definition over arbitrary inputs.
+void exp_values(const float* in, float* out, int64_t n, const Stream& stream);
+
+}  // namespace kvg::cuda

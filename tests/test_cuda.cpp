@@ -1,0 +1,1012 @@
+// The GPU forward pass: the same recipe as the CPU, so the same bits.
+//
+// Build tests (always run): the build says whether it has CUDA, and asking
+// for CUDA where there is none fails with a clear kvg::Error. GPU tests skip
+// visibly, with the reason, when no usable device is present; on a GPU they
+// check every kernel against its CPU definition bit for bit (all weight
+// formats, widths that are not multiples of 16), whole models (logits
+// SHA-256 equal to the CPU's, for every chunking), and that KV moves between
+// CPU and GPU through grafts without changing a bit.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "engine/cuda_forward.hpp"
+#include "engine/gguf/gguf_writer.hpp"
+#include "engine/graft.hpp"
+#include "engine/graft_check.hpp"
+#include "engine/sampler.hpp"
+#include "engine/session.hpp"
+#include "engine/synth_model.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/float16.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/ops.hpp"
+#include "kernels/cpu/portable_math.hpp"
+#include "kernels/cpu/rope_table.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
+#include "storage/artifact_format.hpp"
+#include "storage/sha256.hpp"
+#include "tests/shared_data.hpp"
+
+#ifdef KVG_HAVE_CUDA
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/device_matrix.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/ops.hpp"
+#endif
+
+// Skips the current test, with the reason, when no usable GPU is present.
+#define KVG_REQUIRE_GPU()                                                        \
+  do {                                                                           \
+    std::string kvg_why_;                                                        \
+    if (!::kvg::cuda_device_available(&kvg_why_)) GTEST_SKIP() << "no GPU: " << kvg_why_; \
+  } while (0)
+
+namespace kvg {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Process: CUDA must not be initialised before first use (PostgreSQL forks
+// backends from a postmaster that has loaded the extension). Defined first so
+// it also holds when the whole binary runs in one process: nothing before it
+// has touched CUDA. The child, forked from a process whose static
+// initialisation has run, must be able to use the GPU itself.
+
+TEST(CudaProcess, ForkedChildCanInitialiseCuda) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0) << "fork failed";
+  if (pid == 0) {  // real CUDA work, not just the probe's answer
+    if (!cuda_device_available()) _exit(3);
+#ifdef KVG_HAVE_CUDA
+    try {
+      cuda::Stream stream;
+      cuda::DeviceBuffer buffer(4096);
+      stream.synchronize();
+    } catch (...) {
+      _exit(1);
+    }
+#endif
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "no GPU in the forked child";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "CUDA was initialised before fork (at load or static initialisation)";
+}
+
+// ---------------------------------------------------------------------------
+// Build: always run.
+
+TEST(CudaBuild, ReportsWhetherKernelsWereCompiled) {
+#ifdef KVG_HAVE_CUDA
+  EXPECT_TRUE(cuda_compiled());
+#else
+  EXPECT_FALSE(cuda_compiled());
+#endif
+}
+
+TEST(CudaBuild, AvailabilityComesWithAReason) {
+  std::string why;
+  const bool available = cuda_device_available(&why);
+  EXPECT_FALSE(why.empty());
+  if (!cuda_compiled()) {
+    EXPECT_FALSE(available);
+    EXPECT_NE(why.find("-DKVG_CUDA=ON"), std::string::npos) << why;
+  }
+  std::printf("cuda_device_available: %s — %s\n", available ? "yes" : "no", why.c_str());
+}
+
+std::vector<int32_t> prompt_for(const Model& model, size_t length, size_t step = 7919) {
+  std::vector<int32_t> ids = {1};
+  const int n_vocab = model.config().n_vocab;
+  for (size_t i = 1; i < length; ++i) ids.push_back(int32_t(3 + (i * step) % size_t(n_vocab - 3)));
+  return ids;
+}
+
+// "f32", "q4_k", ... and "f16-qwen2" (q/k/v biases, NeoX rotary).
+SynthOptions small_synth(const std::string& variant) {
+  SynthOptions o;
+  const size_t dash = variant.find('-');
+  o.type = variant.substr(0, dash);
+  if (dash != std::string::npos) o.architecture = variant.substr(dash + 1);
+  const bool blocks32 = o.type == "q8_0" || o.type == "q4_0";
+  const bool blocks256 = o.type == "q4_k" || o.type == "q6_k";
+  // Widths that are not multiples of 16 wherever the format allows it
+  // (quantized rows hold whole blocks): head_dim 12, KV width 24 or 48,
+  // n_ff 200, and a vocabulary of 300 rows for the output head.
+  o.n_embd = blocks256 ? 256 : blocks32 ? 96 : 72;
+  o.n_layer = 2;
+  o.n_head = blocks256 ? 8 : blocks32 ? 8 : 6;
+  o.n_head_kv = blocks256 ? 2 : blocks32 ? 4 : 2;
+  o.n_ff = blocks256 ? 512 : blocks32 ? 160 : 200;
+  o.n_vocab = 300;
+  o.n_ctx = 256;
+  o.seed = 42;
+  return o;
+}
+
+// write_synth_model() writes f32, f16 and q8_0. bf16, q4_0, q4_k and q6_k
+// models are the same seeded weights, encoded here (simply: the decoders,
+// not the encoders, are under test).
+void encode_row(gguf::TensorType type, const float* x, size_t n, uint8_t* out) {
+  if (type == gguf::TensorType::F32) {
+    std::memcpy(out, x, n * 4);
+  } else if (type == gguf::TensorType::BF16) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t h = f32_to_bf16(x[i]);
+      std::memcpy(out + 2 * i, &h, 2);
+    }
+  } else if (type == gguf::TensorType::Q4_0) {  // d = max|x| / 7 as f16, q = round(x / d) + 8 in [0, 15]
+    for (size_t b = 0; b < n / 32; ++b, x += 32, out += 18) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const uint16_t dh = f32_to_f16(amax / 7.0f);
+      const float d = f16_to_f32(dh);
+      std::memcpy(out, &dh, 2);
+      auto q = [&](int i) { return d == 0 ? 8 : int(std::clamp(std::round(x[i] / d) + 8.0f, 0.0f, 15.0f)); };
+      for (int i = 0; i < 16; ++i) out[2 + i] = uint8_t(q(i) | (q(i + 16) << 4));
+    }
+  } else if (type == gguf::TensorType::Q4_K) {  // every (scale, min) = (63, 63): w = 63d*q - 63dmin
+    for (size_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
+      float amax = 0;
+      for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const uint16_t dh = f32_to_f16(2.0f * amax / (63.0f * 15.0f)), mh = f32_to_f16(amax / 63.0f);
+      const float d = f16_to_f32(dh) * 63.0f, dmin = f16_to_f32(mh) * 63.0f;
+      std::memcpy(out, &dh, 2);
+      std::memcpy(out + 2, &mh, 2);
+      std::memset(out + 4, 0xff, 12 + 128);
+      for (int e = 0; e < 256; ++e) {
+        const int q = d == 0 ? 0 : int(std::clamp(std::round((x[e] + dmin) / d), 0.0f, 15.0f));
+        uint8_t& byte = out[16 + (e / 64) * 32 + (e % 32)];
+        byte = (e % 64) >= 32 ? uint8_t((byte & 0x0f) | (q << 4)) : uint8_t((byte & 0xf0) | q);
+      }
+    }
+  } else if (type == gguf::TensorType::Q6_K) {  // every sub-block scale 127: w = 127d*(q-32)
+    for (size_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
+      float amax = 0;
+      for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const uint16_t dh = f32_to_f16(amax / (127.0f * 31.0f));
+      const float d = f16_to_f32(dh) * 127.0f;
+      std::memset(out, 0, 192);
+      std::memset(out + 192, 127, 16);
+      std::memcpy(out + 208, &dh, 2);
+      for (int e = 0; e < 256; ++e) {
+        const int q = d == 0 ? 32 : int(std::clamp(std::round(x[e] / d) + 32.0f, 0.0f, 63.0f));
+        const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+        uint8_t& low = out[half * 64 + (quarter & 1) * 32 + l];
+        low = quarter < 2 ? uint8_t((low & 0xf0) | (q & 15)) : uint8_t((low & 0x0f) | ((q & 15) << 4));
+        out[128 + half * 32 + l] |= uint8_t((q >> 4) << (2 * quarter));
+      }
+    }
+  } else {
+    FAIL() << "unexpected type";
+  }
+}
+
+void write_synth_as(const SynthOptions& options, gguf::TensorType matrix_type, const std::string& path) {
+  SynthOptions f32 = options;
+  f32.type = "f32";
+  const std::vector<SynthTensor> tensors = synth_tensors(f32);
+  const SynthVocab vocab = synth_vocab(options.n_vocab);
+  const std::string a = options.architecture + ".";
+  gguf::Writer w;
+  w.add_string("general.architecture", options.architecture);
+  w.add_string("general.name", "kvg-synth test " + std::string(gguf::tensor_type_name(matrix_type)));
+  w.add_u32(a + "context_length", uint32_t(options.n_ctx));
+  w.add_u32(a + "embedding_length", uint32_t(options.n_embd));
+  w.add_u32(a + "feed_forward_length", uint32_t(options.n_ff));
+  w.add_u32(a + "block_count", uint32_t(options.n_layer));
+  w.add_u32(a + "attention.head_count", uint32_t(options.n_head));
+  w.add_u32(a + "attention.head_count_kv", uint32_t(options.n_head_kv));
+  w.add_u32(a + "rope.dimension_count", uint32_t(options.n_embd / options.n_head));
+  w.add_f32(a + "rope.freq_base", options.rope_base);
+  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_u32(a + "vocab_size", uint32_t(options.n_vocab));
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));
+  w.add_array("tokenizer.ggml.scores", std::span<const float>(vocab.scores));
+  w.add_array("tokenizer.ggml.token_type", std::span<const int32_t>(vocab.types));
+  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.add_u32("tokenizer.ggml.bos_token_id", 1);
+  w.add_u32("tokenizer.ggml.eos_token_id", 2);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SynthTensor& t = tensors[i];
+    const gguf::TensorType type = t.ne.size() == 1 ? gguf::TensorType::F32 : matrix_type;  // norms, biases
+    const uint64_t cols = t.ne[0], rows = t.ne.size() > 1 ? t.ne[1] : 1;
+    const uint64_t row_bytes = gguf::Writer::tensor_bytes(std::vector<uint64_t>{cols}, type);
+    std::vector<uint8_t> data(rows * row_bytes);
+    std::vector<float> row(cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t k = 0; k < cols; ++k) row[k] = synth_weight(options.seed, i, t, r * cols + k);
+      encode_row(type, row.data(), cols, data.data() + r * row_bytes);
+    }
+    w.add_tensor(t.name, t.ne, type, std::move(data));
+  }
+  w.write(path);
+}
+
+std::shared_ptr<const Model> synth_model(const std::string& variant) {
+  SynthOptions o = small_synth(variant);
+  const std::string path = test::temp_dir("cuda-synth-" + variant) + "/model.gguf";
+  const std::map<std::string, gguf::TensorType> encoded = {{"bf16", gguf::TensorType::BF16},
+                                                           {"q4_0", gguf::TensorType::Q4_0},
+                                                           {"q4_k", gguf::TensorType::Q4_K},
+                                                           {"q6_k", gguf::TensorType::Q6_K}};
+  if (auto it = encoded.find(o.type); it != encoded.end())
+    write_synth_as(o, it->second, path);
+  else
+    write_synth_model(o, path);
+  return Model::load(path);
+}
+
+TEST(CudaBuild, ConstructingWithoutADeviceFailsClearly) {
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "a GPU is present (" << why << "): the failure path is unreachable";
+  auto model = synth_model("f32");
+  try {
+    CudaForward gpu(model, 64);
+    FAIL() << "CudaForward was constructed without a usable device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    const std::string message = e.what();
+    EXPECT_NE(message.find(cuda_compiled() ? why : std::string("-DKVG_CUDA=ON")), std::string::npos) << message;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Session wiring. EngineOptions::device (enum class Device { Cpu, Cuda, Auto })
+// selects the forward pass; until Session has it, these tests skip.
+
+template <class Options>
+bool select_device(Options& options, const char* which) {
+  if constexpr (requires { options.device; }) {
+    using Device = decltype(options.device);
+    options.device = std::string(which) == "cuda" ? Device::Cuda : Device::Auto;
+    return true;
+  } else {
+    return false;
+  }
+}
+
+#define KVG_REQUIRE_DEVICE_OPTION(options, which)                                         \
+  do {                                                                                    \
+    if (!select_device(options, which)) GTEST_SKIP() << "EngineOptions has no device field yet"; \
+  } while (0)
+
+TEST(CudaBuild, SessionOnCudaWithoutADeviceFailsClearly) {
+  std::string why;
+  if (cuda_device_available(&why)) GTEST_SKIP() << "a GPU is present: the failure path is unreachable";
+  EngineOptions options;
+  KVG_REQUIRE_DEVICE_OPTION(options, "cuda");
+  auto model = synth_model("f32");
+  try {
+    Session session(model, options);
+    std::vector<float> logits;
+    const int32_t bos[1] = {1};
+    session.forward(bos, LogitsFor::Last, &logits);
+    FAIL() << "a CUDA session ran without a usable device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+  }
+}
+
+TEST(CudaBuild, AutoDeviceGivesTheCpuBits) {
+  EngineOptions options;
+  KVG_REQUIRE_DEVICE_OPTION(options, "auto");
+  auto model = synth_model("f32");
+  const auto tokens = prompt_for(*model, 40);
+  std::vector<float> cpu, automatic;
+  Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu);
+  Session(model, options).prefill(tokens, 0, LogitsFor::All, &automatic);
+  EXPECT_EQ(logits_sha256(automatic), logits_sha256(cpu));
+}
+
+// ---------------------------------------------------------------------------
+// Kernels against their CPU definitions (GPU only).
+
+#ifdef KVG_HAVE_CUDA
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Deterministic noise: values in [-1, 1) with a sprinkling of zeros, -0 and
+// tiny (subnormal) values, which exercise the edges of FMA and decoding.
+struct Noise {
+  uint64_t state;
+  uint64_t next() { return mix64(state += 0x9e3779b97f4a7c15ull); }
+  float value() {
+    const uint64_t r = next();
+    switch (r % 64) {
+      case 0: return 0.0f;
+      case 1: return -0.0f;
+      case 2: return std::bit_cast<float>(uint32_t(r >> 40) & 0x7fffffu);  // subnormal
+      default: return float(int32_t(r >> 40) * 2 - (1 << 24)) * 0x1p-24f;
+    }
+  }
+  std::vector<float> values(size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (float& f : v) f = value() * scale;
+    return v;
+  }
+  uint16_t finite_f16() {  // every finite f16, subnormals included
+    uint16_t h;
+    do h = uint16_t(next()); while ((h & 0x7c00u) == 0x7c00u);
+    return h;
+  }
+};
+
+// Random but valid bytes of a weight matrix in each format. Values are kept
+// far from overflow: a NaN's bit pattern differs between x86 and NVIDIA
+// (both are "the" default NaN of their hardware), so the recipe's bitwise
+// promise is for finite results.
+std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_t cols, Noise& noise) {
+  const size_t row_bytes = size_t(cols / weight_block_elements(type)) * size_t(weight_block_bytes(type));
+  std::vector<uint8_t> bytes(size_t(rows) * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = bytes.data() + size_t(r) * row_bytes;
+    switch (type) {
+      case WeightType::F32:
+        for (int64_t k = 0; k < cols; ++k) {
+          const float v = noise.value();
+          std::memcpy(row + 4 * k, &v, 4);
+        }
+        break;
+      case WeightType::F16:
+        for (int64_t k = 0; k < cols; ++k) {
+          const uint16_t h = noise.finite_f16();
+          std::memcpy(row + 2 * k, &h, 2);
+        }
+        break;
+      case WeightType::BF16:
+        for (int64_t k = 0; k < cols; ++k) {
+          uint16_t h = f32_to_bf16(noise.value() * 4.0f);
+          if (k % 13 == 5) h = uint16_t(noise.next() & 0x807fu);  // bf16 subnormals and signed zeros
+          std::memcpy(row + 2 * k, &h, 2);
+        }
+        break;
+      case WeightType::Q4_K:
+      case WeightType::Q6_K: {  // any payload; sane f16 scales (d, dmin first for Q4_K, d last for Q6_K)
+        const int block_bytes = weight_block_bytes(type);
+        for (int64_t b = 0; b < cols / 256; ++b) {
+          uint8_t* block = row + b * block_bytes;
+          for (int i = 0; i < block_bytes; ++i) block[i] = uint8_t(noise.next());
+          const uint16_t d = f32_to_f16(noise.value() * 0.01f), dmin = f32_to_f16(noise.value() * 0.01f);
+          std::memcpy(type == WeightType::Q4_K ? block : block + 208, &d, 2);
+          if (type == WeightType::Q4_K) std::memcpy(block + 2, &dmin, 2);
+        }
+        break;
+      }
+      case WeightType::Q8_0:
+      case WeightType::Q4_0: {
+        const int block_bytes = weight_block_bytes(type);
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          uint8_t* block = row + b * block_bytes;
+          uint16_t d = noise.finite_f16();
+          if (b % 5 == 1) d = uint16_t(noise.next() & 0x83ffu);  // subnormal or zero scales
+          if ((d & 0x7c00u) > 0x5000u) d = uint16_t(d & 0x93ffu);  // keep |d| modest
+          std::memcpy(block, &d, 2);
+          for (int i = 2; i < block_bytes; ++i) block[i] = uint8_t(noise.next());  // int8 -128 included
+        }
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+WeightMatrix host_matrix(WeightType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  WeightMatrix w;
+  w.type = type;
+  w.data = bytes.data();
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = bytes.size() / size_t(rows);
+  return w;
+}
+
+cuda::DeviceBuffer to_device(const void* data, size_t bytes, const cuda::Stream& stream) {
+  cuda::DeviceBuffer b(bytes);
+  cuda::copy_to_device(b.data(), data, bytes, stream);
+  return b;
+}
+template <class T>
+cuda::DeviceBuffer to_device(const std::vector<T>& v, const cuda::Stream& stream) {
+  return to_device(v.data(), v.size() * sizeof(T), stream);
+}
+template <class T>
+std::vector<T> from_device(const cuda::DeviceBuffer& b, size_t n, const cuda::Stream& stream) {
+  std::vector<T> v(n);
+  cuda::copy_to_host(v.data(), b.data(), n * sizeof(T), stream);
+  stream.synchronize();
+  return v;
+}
+
+// Index of the first differing float (by bits), or -1.
+int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return int64_t(i);
+  return -1;
+}
+
+const WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
+                                WeightType::Q4_0, WeightType::Q4_K, WeightType::Q6_K};
+
+#endif  // KVG_HAVE_CUDA
+
+TEST(CudaKernels, ExpMatchesCpuBitForBit) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  std::vector<float> in = {0.0f, -0.0f, 1.0f, -1.0f, 88.0f, std::nextafter(88.0f, 100.0f), -86.0f,
+                           std::nextafter(-86.0f, -100.0f), 87.9f, -85.9f, INFINITY, -INFINITY, NAN, -NAN,
+                           std::bit_cast<float>(0x7fc12345u), std::bit_cast<float>(0x00000001u),
+                           std::bit_cast<float>(0x80000001u), 1e-30f, -1e-30f, 0.6931472f, -0.6931472f};
+  // A stride through every bit pattern: all exponents, both signs, NaNs.
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 251) in.push_back(std::bit_cast<float>(uint32_t(u)));
+  // Dense around the cut-offs and the range that matters for softmax.
+  for (float x = -90.0f; x < 90.0f; x += 0.00731f) in.push_back(x);
+  cuda::Stream stream;
+  const cuda::DeviceBuffer in_d = to_device(in, stream);
+  cuda::DeviceBuffer out_d(in.size() * 4);
+  cuda::exp_values(in_d.as<float>(), out_d.as<float>(), int64_t(in.size()), stream);
+  const auto gpu = from_device<float>(out_d, in.size(), stream);
+  std::vector<float> cpu(in.size());
+  for (size_t i = 0; i < in.size(); ++i) cpu[i] = exp_f32(in[i]);
+  const int64_t bad = first_difference(cpu, gpu);
+  EXPECT_EQ(bad, -1) << "exp_f32(" << in[size_t(std::max<int64_t>(bad, 0))] << ") differs";
+#endif
+}
+
+TEST(CudaKernels, MatmulMatchesCpuForEveryWeightTypeAndShape) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  ThreadPool pool(1);
+  Noise noise{7};
+  int checked = 0;
+  for (WeightType type : kAllTypes) {
+    const int block = weight_block_elements(type);
+    // Partial lane rounds, partial 256-element staging chunks, one element.
+    const std::vector<int64_t> widths = block == 256  ? std::vector<int64_t>{256, 768}
+                                        : block == 32 ? std::vector<int64_t>{32, 96, 288, 544}
+                                                      : std::vector<int64_t>{1, 7, 24, 100, 264, 520};
+    for (int64_t cols : widths)
+      for (int64_t rows : {1, 5, 17, 40})
+        for (int64_t n_tokens : {1, 3, 4, 5, 16, 37}) {
+          const auto bytes = random_weights(type, rows, cols, noise);
+          const WeightMatrix host = host_matrix(type, bytes, rows, cols);
+          const int64_t x_stride = cols + 3, y_stride = rows + 2;
+          const auto x = noise.values(size_t(n_tokens * x_stride));
+          std::vector<float> cpu(size_t(n_tokens * y_stride), 0.0f);
+          matmul(host, x.data(), x_stride, n_tokens, cpu.data(), y_stride, pool, Isa::Scalar);
+
+          const cuda::DeviceMatrix w = cuda::upload_matrix(host, stream);
+          const cuda::DeviceBuffer x_d = to_device(x, stream);
+          cuda::DeviceBuffer y_d = to_device(std::vector<float>(cpu.size(), 0.0f), stream);
+          const cuda::MatmulOutput out[1] = {{w.view, y_d.as<float>(), y_stride}};
+          cuda::matmul(out, x_d.as<float>(), x_stride, n_tokens, stream);
+          const auto gpu = from_device<float>(y_d, cpu.size(), stream);
+          const int64_t bad = first_difference(cpu, gpu);
+          ASSERT_EQ(bad, -1) << weight_type_name(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+                             << ": element " << bad << " cpu " << cpu[size_t(std::max<int64_t>(bad, 0))] << " gpu "
+                             << gpu[size_t(std::max<int64_t>(bad, 0))];
+          ++checked;
+        }
+  }
+  EXPECT_GT(checked, 600);
+#endif
+}
+
+TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  ThreadPool pool(1);
+  Noise noise{11};
+  const int64_t cols = 96;
+  const WeightType types[3] = {WeightType::Q4_0, WeightType::F32, WeightType::BF16};
+  const int64_t rows[3] = {33, 5, 70};
+  for (int64_t n_tokens : {1, 2, 19}) {
+    const auto x = noise.values(size_t(n_tokens * cols));
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<cuda::DeviceMatrix> ws;
+    std::vector<cuda::DeviceBuffer> ys;
+    std::vector<cuda::MatmulOutput> outs;
+    for (int j = 0; j < 3; ++j) {
+      bytes.push_back(random_weights(types[j], rows[j], cols, noise));
+      ws.push_back(cuda::upload_matrix(host_matrix(types[j], bytes.back(), rows[j], cols), stream));
+      ys.emplace_back(size_t(n_tokens * rows[j]) * 4);
+    }
+    for (int j = 0; j < 3; ++j) outs.push_back({ws[size_t(j)].view, ys[size_t(j)].as<float>(), rows[j]});
+    const cuda::DeviceBuffer x_d = to_device(x, stream);
+    cuda::matmul(outs, x_d.as<float>(), cols, n_tokens, stream);
+    for (int j = 0; j < 3; ++j) {
+      std::vector<float> cpu(size_t(n_tokens * rows[j]));
+      matmul(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens, cpu.data(), rows[j],
+             pool, Isa::Scalar);
+      EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
+          << "output " << j << " tokens " << n_tokens;
+    }
+  }
+#endif
+}
+
+TEST(CudaKernels, EmbeddingRowsAreDequantizedExactly) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  Noise noise{13};
+  for (WeightType type : kAllTypes) {
+    const int64_t rows = 50, cols = weight_block_elements(type) == 256 ? 512 : weight_block_elements(type) == 32 ? 160 : 72;
+    const auto bytes = random_weights(type, rows, cols, noise);
+    const WeightMatrix host = host_matrix(type, bytes, rows, cols);
+    const std::vector<int32_t> tokens = {0, 49, 7, 7, 23};
+    std::vector<float> cpu(tokens.size() * size_t(cols));
+    for (size_t t = 0; t < tokens.size(); ++t) dequantize_row(host, tokens[t], cpu.data() + t * size_t(cols));
+    const cuda::DeviceMatrix w = cuda::upload_matrix(host, stream);
+    const cuda::DeviceBuffer tokens_d = to_device(tokens, stream);
+    cuda::DeviceBuffer x_d(cpu.size() * 4);
+    cuda::embed_rows(w.view, tokens_d.as<int32_t>(), int64_t(tokens.size()), x_d.as<float>(), stream);
+    EXPECT_EQ(first_difference(cpu, from_device<float>(x_d, cpu.size(), stream)), -1) << weight_type_name(type);
+  }
+#endif
+}
+
+TEST(CudaKernels, RmsnormRopeSwigluAndAddMatchCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  Noise noise{17};
+  for (int64_t n : {1, 7, 64, 100, 2051}) {  // RMSNorm over 3 rows
+    const int64_t rows = 3;
+    const auto x = noise.values(size_t(rows * n), 3.0f);
+    const auto w = noise.values(size_t(n));
+    std::vector<float> cpu(x.size());
+    for (int64_t r = 0; r < rows; ++r) rmsnorm(&x[size_t(r * n)], w.data(), n, 1e-5f, &cpu[size_t(r * n)], Isa::Scalar);
+    const auto x_d = to_device(x, stream), w_d = to_device(w, stream);
+    cuda::DeviceBuffer y_d(x.size() * 4);
+    cuda::rmsnorm(x_d.as<float>(), w_d.as<float>(), rows, n, 1e-5f, y_d.as<float>(), stream);
+    EXPECT_EQ(first_difference(cpu, from_device<float>(y_d, x.size(), stream)), -1) << "rmsnorm n " << n;
+  }
+  for (RopeStyle style : {RopeStyle::AdjacentPairs, RopeStyle::SplitHalves})
+    for (int rope_dim : {8, 12}) {  // partial and full rotation of head_dim 12
+      const int n_heads = 3, head_dim = 12, half = rope_dim / 2;
+      const int64_t n_tokens = 5, row_stride = n_heads * head_dim + 4, p0 = 1000;
+      const RopeTable table(rope_dim, 10000.0);
+      std::vector<float> cos(size_t(n_tokens * half)), sin(cos.size());
+      for (int64_t t = 0; t < n_tokens; ++t) table.angles(p0 + t, &cos[size_t(t * half)], &sin[size_t(t * half)]);
+      const auto x = noise.values(size_t(n_tokens * row_stride), 5.0f);
+      std::vector<float> cpu = x;
+      for (int64_t t = 0; t < n_tokens; ++t)
+        apply_rope(&cpu[size_t(t * row_stride)], n_heads, head_dim, rope_dim, &cos[size_t(t * half)],
+                   &sin[size_t(t * half)], style);
+      cuda::DeviceBuffer x_d = to_device(x, stream);
+      const auto cos_d = to_device(cos, stream), sin_d = to_device(sin, stream);
+      cuda::apply_rope(x_d.as<float>(), n_tokens, row_stride, n_heads, head_dim, rope_dim, cos_d.as<float>(),
+                       sin_d.as<float>(), style, stream);
+      EXPECT_EQ(first_difference(cpu, from_device<float>(x_d, x.size(), stream)), -1) << "rope dim " << rope_dim;
+    }
+  {
+    const int64_t n = 10007;
+    auto gate = noise.values(size_t(n), 100.0f);  // reaches exp's cut-offs at -86 and 88
+    const auto up = noise.values(size_t(n), 2.0f);
+    std::vector<float> cpu(static_cast<size_t>(n));
+    swiglu(gate.data(), up.data(), cpu.data(), n);
+    cuda::DeviceBuffer gate_d = to_device(gate, stream);
+    const auto up_d = to_device(up, stream);
+    cuda::swiglu(gate_d.as<float>(), up_d.as<float>(), gate_d.as<float>(), n, stream);  // in place, as forward does
+    EXPECT_EQ(first_difference(cpu, from_device<float>(gate_d, size_t(n), stream)), -1) << "swiglu";
+
+    auto sum = gate;
+    add_inplace(sum.data(), up.data(), n);
+    cuda::DeviceBuffer sum_d = to_device(gate, stream);
+    cuda::add_inplace(sum_d.as<float>(), up_d.as<float>(), n, stream);
+    EXPECT_EQ(first_difference(sum, from_device<float>(sum_d, size_t(n), stream)), -1) << "add";
+  }
+#endif
+}
+
+TEST(CudaKernels, AttentionMatchesCpuAcrossBlocksAndHeads) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  Noise noise{19};
+  struct Case { int n_head, n_head_kv, head_dim; int64_t p0, n_tokens; float q_scale; };
+  const Case cases[] = {{4, 2, 8, 0, 40, 1.0f},   {6, 2, 12, 31, 3, 1.0f},   {8, 8, 64, 95, 1, 1.0f},
+                        {4, 1, 128, 0, 70, 1.0f}, {2, 2, 12, 10, 50, 60.0f},  // scores far apart: p = 0 cut-off
+                        {2, 1, 512, 64, 2, 1.0f}, {3, 3, 200, 5, 33, 1.0f}};
+  for (const Case& c : cases) {
+    const int64_t positions = c.p0 + c.n_tokens;
+    const int64_t kv_width = int64_t(c.n_head_kv) * c.head_dim;
+    const int64_t kv_stride = 3 * kv_width + 5;  // a mirror-like layout: other layers in between
+    const int64_t q_stride = int64_t(c.n_head) * c.head_dim;
+    const auto k = noise.values(size_t(positions * kv_stride)), v = noise.values(size_t(positions * kv_stride));
+    const auto q = noise.values(size_t(c.n_tokens * q_stride), c.q_scale);
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));
+    std::vector<float> cpu(q.size());
+    for (int64_t t = 0; t < c.n_tokens; ++t)
+      for (int h = 0; h < c.n_head; ++h) {
+        const KvLayout layout{k.data(), v.data(), kv_stride, int64_t(h / (c.n_head / c.n_head_kv)) * c.head_dim};
+        attention_head(&q[size_t(t * q_stride + h * c.head_dim)], layout, c.head_dim, c.p0 + t, scale,
+                       &cpu[size_t(t * q_stride + h * c.head_dim)], Isa::Scalar);
+      }
+    const auto k_d = to_device(k, stream), v_d = to_device(v, stream), q_d = to_device(q, stream);
+    cuda::DeviceBuffer out_d(q.size() * 4);
+    cuda::attention(q_d.as<float>(), q_stride, k_d.as<float>(), v_d.as<float>(), kv_stride,
+                    cuda::AttentionShape{c.n_head, c.n_head_kv, c.head_dim, scale}, c.p0, c.n_tokens,
+                    out_d.as<float>(), q_stride, stream);
+    EXPECT_EQ(first_difference(cpu, from_device<float>(out_d, q.size(), stream)), -1)
+        << "heads " << c.n_head << "/" << c.n_head_kv << " head_dim " << c.head_dim << " p0 " << c.p0;
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Whole models on the GPU (GPU only).
+
+struct Evaluation {
+  std::vector<float> logits;
+  std::unique_ptr<KvCache> cache;
+};
+
+Evaluation cpu_run(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk) {
+  Session session(model, EngineOptions{});
+  Evaluation r;
+  session.prefill(tokens, chunk, LogitsFor::All, &r.logits);
+  r.cache = std::make_unique<KvCache>(session.kv_cache());
+  return r;
+}
+
+// CudaForward driven the way a Session drives it: chunk after chunk.
+Evaluation gpu_run(CudaForward& gpu, const Model& model, const std::vector<int32_t>& tokens, int64_t chunk) {
+  const ModelConfig& c = model.config();
+  Evaluation r;
+  r.cache = std::make_unique<KvCache>(c.n_layer, c.kv_row_floats(), gpu.max_positions());
+  if (chunk <= 0) chunk = int64_t(tokens.size());
+  std::vector<float> part;
+  for (int64_t start = 0; start < int64_t(tokens.size()); start += chunk) {
+    const int64_t end = std::min<int64_t>(int64_t(tokens.size()), start + chunk);
+    gpu.forward(std::span<const int32_t>(tokens).subspan(size_t(start), size_t(end - start)), start, LogitsFor::All,
+                &part, *r.cache);
+    r.logits.insert(r.logits.end(), part.begin(), part.end());
+  }
+  return r;
+}
+
+bool same_kv(const KvCache& a, const KvCache& b, int64_t positions) {
+  for (int l = 0; l < a.n_layer(); ++l)
+    if (std::memcmp(a.k(l, 0), b.k(l, 0), size_t(positions * a.row_floats()) * 4) != 0 ||
+        std::memcmp(a.v(l, 0), b.v(l, 0), size_t(positions * a.row_floats()) * 4) != 0)
+      return false;
+  return true;
+}
+
+void expect_gpu_equals_cpu(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, const std::string& label) {
+  const Evaluation cpu = cpu_run(model, tokens, 0);
+  CudaForward gpu(model, model->config().n_ctx);
+  for (int64_t chunk : {int64_t(1), int64_t(7), int64_t(0)}) {
+    const Evaluation run = gpu_run(gpu, *model, tokens, chunk);
+    ASSERT_EQ(run.logits.size(), cpu.logits.size());
+    EXPECT_EQ(logits_sha256(run.logits), logits_sha256(cpu.logits)) << label << ", chunk " << chunk;
+    EXPECT_TRUE(same_kv(*run.cache, *cpu.cache, int64_t(tokens.size()))) << label << ", chunk " << chunk << ": KV differs";
+  }
+}
+
+class CudaOnSharedModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaOnSharedModel, LogitsHashAndKvEqualCpuForEveryChunking) {
+  KVG_REQUIRE_GPU();
+  KVG_REQUIRE_SHARED(GetParam());
+  auto model = Model::load(test::shared_path(GetParam()));
+  expect_gpu_equals_cpu(model, prompt_for(*model, 70), GetParam());
+}
+
+TEST_P(CudaOnSharedModel, GreedyDecodeEqualsCpu) {
+  KVG_REQUIRE_GPU();
+  KVG_REQUIRE_SHARED(GetParam());
+  auto model = Model::load(test::shared_path(GetParam()));
+  Session cpu(model, EngineOptions{});
+  CudaForward gpu(model, cpu.max_context());
+  KvCache cache(model->config().n_layer, model->config().kv_row_floats(), cpu.max_context());
+  std::vector<float> cpu_logits, gpu_logits;
+  std::vector<int32_t> tokens = {1};
+  cpu.forward(tokens, LogitsFor::Last, &cpu_logits);
+  gpu.forward(tokens, 0, LogitsFor::Last, &gpu_logits, cache);
+  for (int step = 0; step < 40; ++step) {
+    ASSERT_EQ(logits_sha256(gpu_logits), logits_sha256(cpu_logits)) << "step " << step;
+    const int32_t next[1] = {argmax(cpu_logits)};
+    gpu.forward(next, cpu.n_past(), LogitsFor::Last, &gpu_logits, cache);
+    cpu.forward(next, LogitsFor::Last, &cpu_logits);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaOnSharedModel, ::testing::Values(test::kStories260K, test::kTinyStories656K),
+                         [](const auto& info) {
+                           return std::string(info.param).find("260K") != std::string::npos ? std::string("stories260K")
+                                                                                            : std::string("TinyStories656K");
+                         });
+
+class CudaOnSynthModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaOnSynthModel, LogitsHashAndKvEqualCpuForEveryChunking) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  expect_gpu_equals_cpu(model, prompt_for(*model, 45), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "f16-qwen2"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Grafts across devices (GPU only), driving CudaForward directly on the host
+// cache of a CPU session, exactly as the Session wiring does.
+
+struct MemoryArtifacts {
+  std::map<Digest, std::vector<uint8_t>> bytes;
+  ArtifactOpener opener() {
+    return [this](const Digest& id) -> std::unique_ptr<ByteSource> {
+      auto it = bytes.find(id);
+      if (it == bytes.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found");
+      return std::make_unique<MemorySource>(it->second);
+    };
+  }
+  Digest capture_from(const Session& session, int64_t from, int64_t to) {
+    MemorySink sink;
+    const Digest id = capture(session, from, to, std::nullopt, sink);
+    bytes[id] = sink.bytes();
+    return id;
+  }
+};
+
+class CudaGraft : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why;
+    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam() << " (set KVG_SHARED)";
+    model_ = Model::load(test::shared_path(GetParam()));
+    tokens_ = prompt_for(*model_, 75, 104729);
+  }
+  std::shared_ptr<const Model> model_;
+  std::vector<int32_t> tokens_;
+  MemoryArtifacts store_;
+};
+
+TEST_P(CudaGraft, CpuArtifactGraftsExactlyOnGpuAndEqualsMonolithicGpu) {
+  const size_t n_vocab = size_t(model_->config().n_vocab);
+  CudaForward gpu(model_, model_->config().n_ctx);
+  // Monolithic on the GPU.
+  const Evaluation mono = gpu_run(gpu, *model_, tokens_, 0);
+  for (int64_t split : {int64_t(1), int64_t(31), int64_t(32), int64_t(33), int64_t(74)}) {
+    Session cpu(model_, EngineOptions{});
+    cpu.prefill(std::span<const int32_t>(tokens_.data(), size_t(split)), 0, LogitsFor::None, nullptr);
+    const Digest id = store_.capture_from(cpu, 0, split);
+
+    Session grafted(model_, EngineOptions{});  // host cache receives the artifact
+    gpu.truncate(0);  // this CudaForward now mirrors another cache: nothing on the device is valid for it
+    ASSERT_EQ(graft(grafted, id, store_.opener(), tokens_).n_tokens, split);
+    std::vector<float> logits;
+    const auto rest = std::span<const int32_t>(tokens_).subspan(size_t(split));
+    gpu.forward(rest, split, LogitsFor::All, &logits, grafted.kv_cache());  // uploads the grafted rows first
+    EXPECT_EQ(gpu.device_positions(), int64_t(tokens_.size()));
+    const std::vector<float> expected(mono.logits.begin() + std::ptrdiff_t(size_t(split) * n_vocab), mono.logits.end());
+    EXPECT_EQ(logits_sha256(logits), logits_sha256(expected)) << "split " << split;
+    EXPECT_TRUE(same_kv(grafted.kv_cache(), *mono.cache, int64_t(tokens_.size()))) << "split " << split;
+  }
+}
+
+TEST_P(CudaGraft, GpuKvCapturesTheSameArtifactAndGraftsExactlyOnCpu) {
+  const int64_t split = 40;
+  const auto prefix = std::span<const int32_t>(tokens_.data(), size_t(split));
+  Session cpu(model_, EngineOptions{});
+  cpu.prefill(prefix, 0, LogitsFor::None, nullptr);
+  const Digest cpu_id = store_.capture_from(cpu, 0, split);
+
+  Session gpu_filled(model_, EngineOptions{});
+  CudaForward gpu(model_, gpu_filled.max_context());
+  gpu.forward(prefix, 0, LogitsFor::None, nullptr, gpu_filled.kv_cache());
+  gpu_filled.append_grafted(prefix);  // the rows are there; declare them
+  const Digest gpu_id = store_.capture_from(gpu_filled, 0, split);
+  EXPECT_EQ(to_hex(gpu_id), to_hex(cpu_id)) << "the GPU's KV bytes differ from the CPU's";
+
+  GraftCheckOptions options;
+  options.samples = 4;
+  const auto r = graft_check(model_, EngineOptions{}, gpu_id, store_.opener(), tokens_, options);
+  EXPECT_TRUE(r.exact);
+  EXPECT_EQ(r.graft_logits_sha256, r.recompute_logits_sha256);
+}
+
+TEST_P(CudaGraft, TruncationInvalidatesDeviceRows) {
+  // Evaluate a prompt, truncate, continue differently: the device must not
+  // reuse the rows past the cut, and a graft into a fresh cache must be
+  // uploaded rather than mistaken for the previous cache's rows.
+  CudaForward gpu(model_, model_->config().n_ctx);
+  KvCache cache(model_->config().n_layer, model_->config().kv_row_floats(), gpu.max_positions());
+  std::vector<float> logits;
+  gpu.forward(tokens_, 0, LogitsFor::None, nullptr, cache);
+  gpu.truncate(20);
+  EXPECT_EQ(gpu.device_positions(), 20);
+  std::vector<int32_t> other(tokens_.begin(), tokens_.begin() + 20);
+  for (int i = 0; i < 30; ++i) other.push_back(int32_t(5 + (i * 31) % 200));
+  gpu.forward(std::span<const int32_t>(other).subspan(20), 20, LogitsFor::All, &logits, cache);
+  const Evaluation cpu = cpu_run(model_, other, 0);
+  const size_t n_vocab = size_t(model_->config().n_vocab);
+  EXPECT_EQ(logits_sha256(logits),
+            logits_sha256(std::vector<float>(cpu.logits.begin() + std::ptrdiff_t(20 * n_vocab), cpu.logits.end())));
+
+  KvCache fresh(model_->config().n_layer, model_->config().kv_row_floats(), gpu.max_positions());
+  std::vector<float> again;
+  fresh.reserve(20);
+  for (int64_t p = 0; p < 20; ++p)
+    for (int l = 0; l < model_->config().n_layer; ++l) {
+      std::memcpy(fresh.k(l, p), cpu.cache->k(l, p), size_t(model_->config().kv_row_floats()) * 4);
+      std::memcpy(fresh.v(l, p), cpu.cache->v(l, p), size_t(model_->config().kv_row_floats()) * 4);
+    }
+  gpu.forward(std::span<const int32_t>(other).subspan(20), 20, LogitsFor::All, &again, fresh);
+  EXPECT_EQ(logits_sha256(again), logits_sha256(logits));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGraft, ::testing::Values(test::kStories260K, test::kTinyStories656K),
+                         [](const auto& info) {
+                           return std::string(info.param).find("260K") != std::string::npos ? std::string("stories260K")
+                                                                                            : std::string("TinyStories656K");
+                         });
+
+// ---------------------------------------------------------------------------
+// Through the Session wiring (EngineOptions::device = Device::Cuda).
+
+TEST(CudaSession, PrefillChunksAndGraftCheckAreExactOnCuda) {
+  KVG_REQUIRE_GPU();
+  KVG_REQUIRE_SHARED(test::kTinyStories656K);
+  EngineOptions on_gpu;
+  KVG_REQUIRE_DEVICE_OPTION(on_gpu, "cuda");
+  auto model = Model::load(test::shared_path(test::kTinyStories656K));
+  const auto tokens = prompt_for(*model, 75, 104729);
+  std::vector<float> cpu_logits;
+  Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu_logits);
+  for (int64_t chunk : {int64_t(1), int64_t(7), int64_t(0)}) {
+    std::vector<float> logits;
+    Session(model, on_gpu).prefill(tokens, chunk, LogitsFor::All, &logits);
+    EXPECT_EQ(logits_sha256(logits), logits_sha256(cpu_logits)) << "chunk " << chunk;
+  }
+  MemoryArtifacts store;
+  for (bool capture_on_gpu : {false, true}) {
+    Session source(model, capture_on_gpu ? on_gpu : EngineOptions{});
+    source.prefill(std::span<const int32_t>(tokens.data(), 33), 0, LogitsFor::None, nullptr);
+    const Digest id = store.capture_from(source, 0, 33);
+    GraftCheckOptions options;
+    options.samples = 4;
+    // Graft onto the other device than the capture's, and onto the same.
+    for (const EngineOptions& target : {on_gpu, EngineOptions{}}) {
+      const auto r = graft_check(model, target, id, store.opener(), tokens, options);
+      EXPECT_TRUE(r.exact) << "captured on " << (capture_on_gpu ? "GPU" : "CPU");
+      EXPECT_EQ(r.recompute_logits_sha256,
+                logits_sha256(std::vector<float>(cpu_logits.begin() + std::ptrdiff_t(33 * model->config().n_vocab),
+                                                 cpu_logits.end())));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Benchmark (scripts/gpu-check.sh): prefill and decode throughput on CPU and
+// GPU and graft-versus-recompute time, on the model named by
+// $KVG_BENCH_MODEL. Disabled by default; run with
+// --gtest_also_run_disabled_tests --gtest_filter='CudaBench.*'.
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(CudaBench, DISABLED_CpuVersusGpu) {
+  KVG_REQUIRE_GPU();
+  const char* path = std::getenv("KVG_BENCH_MODEL");
+  if (!path || !*path) GTEST_SKIP() << "set KVG_BENCH_MODEL to a GGUF model";
+  const int64_t n_prompt = std::getenv("KVG_BENCH_PROMPT") ? std::atoll(std::getenv("KVG_BENCH_PROMPT")) : 256;
+  const int64_t n_cpu_decode = 16, n_gpu_decode = 128, n_graft = n_prompt - 32;
+  using clock = std::chrono::steady_clock;
+  auto model = Model::load(path);
+  const ModelConfig& c = model->config();
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(c.n_vocab - 3)) + 3;
+  EngineOptions cpu_options;
+  cpu_options.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t context = std::min<int64_t>(c.n_ctx, 2048);
+  cpu_options.max_context = context;
+
+  // CPU: prefill, decode, then graft + evaluate the tail.
+  Session cpu(model, cpu_options);
+  std::vector<float> cpu_last, logits;
+  auto t0 = clock::now();
+  cpu.prefill(prompt, 0, LogitsFor::Last, &cpu_last);
+  const double cpu_prefill = seconds_since(t0);
+  MemoryArtifacts store;
+  const Digest id = store.capture_from(cpu, 0, n_graft);
+  logits = cpu_last;
+  t0 = clock::now();
+  for (int64_t i = 0; i < n_cpu_decode; ++i) {
+    const int32_t next[1] = {argmax(logits)};
+    cpu.forward(next, LogitsFor::Last, &logits);
+  }
+  const double cpu_decode = seconds_since(t0);
+  t0 = clock::now();
+  Session cpu_grafted(model, cpu_options);
+  graft(cpu_grafted, id, store.opener(), prompt);
+  cpu_grafted.prefill(std::span<const int32_t>(prompt).subspan(size_t(n_graft)), 0, LogitsFor::Last, &logits);
+  const double cpu_graft = seconds_since(t0);
+  const bool cpu_graft_exact = logits_sha256(logits) == logits_sha256(cpu_last);
+
+  // GPU: weights upload (once per model), prefill, decode, graft + tail.
+  t0 = clock::now();
+  CudaForward gpu(model, context);
+  const double upload = seconds_since(t0);
+  {  // warm-up: first launches load the kernels
+    KvCache warm(c.n_layer, c.kv_row_floats(), context);
+    gpu.forward(std::span<const int32_t>(prompt).first(16), 0, LogitsFor::Last, &logits, warm);
+  }
+  KvCache cache(c.n_layer, c.kv_row_floats(), context);
+  std::vector<float> gpu_last;
+  t0 = clock::now();
+  gpu.forward(prompt, 0, LogitsFor::Last, &gpu_last, cache);
+  const double gpu_prefill = seconds_since(t0);
+  logits = gpu_last;
+  t0 = clock::now();
+  for (int64_t i = 0; i < n_gpu_decode; ++i) {
+    const int32_t next[1] = {argmax(logits)};
+    gpu.forward(next, n_prompt + i, LogitsFor::Last, &logits, cache);
+  }
+  const double gpu_decode = seconds_since(t0);
+  t0 = clock::now();
+  Session gpu_grafted(model, cpu_options);  // its host cache receives the artifact; the GPU mirrors it
+  graft(gpu_grafted, id, store.opener(), prompt);
+  gpu.truncate(0);  // now mirroring gpu_grafted's cache: its grafted rows are uploaded
+  gpu.forward(std::span<const int32_t>(prompt).subspan(size_t(n_graft)), n_graft, LogitsFor::Last, &logits,
+              gpu_grafted.kv_cache());
+  const double gpu_graft = seconds_since(t0);
+  const bool gpu_graft_exact = logits_sha256(logits) == logits_sha256(gpu_last);
+  const bool same = logits_sha256(gpu_last) == logits_sha256(cpu_last);
+
+  std::printf("\nmodel   %s (%llu parameters, %.2f GB of weights)\n", path, (unsigned long long)model->parameter_count(),
+              double(model->weight_bytes()) / 1e9);
+  std::printf("gpu     %s; weights uploaded in %.2f s\n", gpu.device_name().c_str(), upload);
+  std::printf("cpu     %d threads, isa %s\n\n", cpu_options.threads, isa_name(cpu_options.isa));
+  std::printf("| measure                                   | CPU          | GPU          |\n");
+  std::printf("|-------------------------------------------|-------------:|-------------:|\n");
+  std::printf("| prefill %4lld tokens, tokens/s             | %12.1f | %12.1f |\n", (long long)n_prompt,
+              double(n_prompt) / cpu_prefill, double(n_prompt) / gpu_prefill);
+  std::printf("| decode (greedy), tokens/s                 | %12.2f | %12.1f |\n", double(n_cpu_decode) / cpu_decode,
+              double(n_gpu_decode) / gpu_decode);
+  std::printf("| recompute %4lld tokens, s                  | %12.3f | %12.3f |\n", (long long)n_prompt, cpu_prefill,
+              gpu_prefill);
+  std::printf("| graft %4lld + evaluate %3lld, s              | %12.3f | %12.3f |\n", (long long)n_graft,
+              (long long)(n_prompt - n_graft), cpu_graft, gpu_graft);
+  std::printf("| graft logits == recompute logits          | %12s | %12s |\n", cpu_graft_exact ? "yes" : "NO",
+              gpu_graft_exact ? "yes" : "NO");
+  std::printf("| last-token logits SHA-256, GPU == CPU     | %27s |\n", same ? "yes" : "NO");
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(cpu_graft_exact);
+  EXPECT_TRUE(gpu_graft_exact);
+}
+
+}  // namespace
+}  // namespace kvg
