@@ -47,7 +47,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_t
     if (dequantize_first) {
       thread_local std::vector<float> rows_f32;
       rows_f32.resize(size_t((r1 - r0) * w.cols));
-      for (int64_t r = r0; r < r1; ++r) dequantize_row(w, r, rows_f32.data() + (r - r0) * w.cols);
+      if (isa == Isa::Avx512)
+        detail::dequantize_rows_avx512(w, r0, r1, rows_f32.data());
+      else
+        for (int64_t r = r0; r < r1; ++r) dequantize_row(w, r, rows_f32.data() + (r - r0) * w.cols);
       const WeightMatrix block{WeightType::F32, reinterpret_cast<const uint8_t*>(rows_f32.data()), r1 - r0, w.cols,
                                size_t(w.cols) * sizeof(float)};
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenBlock)

@@ -36,6 +36,8 @@ void matmul_block_avx2(const WeightMatrix&, const float*, int64_t, int64_t, int6
                        float*, int64_t);
 void matmul_block_avx512(const WeightMatrix&, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
                          float*, int64_t);
+// Rows [r0, r1) of w as fp32, row after row (the same values as dequantize_row).
+void dequantize_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, float* out);
 float dot_scalar(const float* a, const float* b, int64_t n);
 float dot_avx2(const float* a, const float* b, int64_t n);
 float dot_avx512(const float* a, const float* b, int64_t n);

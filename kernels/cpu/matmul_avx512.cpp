@@ -142,15 +142,22 @@ void token_tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t
 template <WeightType kType>
 void block(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t t1, int64_t r0,
            int64_t r1, float* y, int64_t y_stride) {
-  // Token tiles outside, row tiles inside: the block's weights stay in cache
-  // while every token passes over them.
-  int64_t t = t0;
-  for (; t + 4 <= t1; t += 4) token_tile<kType, 4>(w, x, x_stride, t, r0, r1, y, y_stride);
-  switch (t1 - t) {
-    case 3: token_tile<kType, 3>(w, x, x_stride, t, r0, r1, y, y_stride); break;
-    case 2: token_tile<kType, 2>(w, x, x_stride, t, r0, r1, y, y_stride); break;
-    case 1: token_tile<kType, 1>(w, x, x_stride, t, r0, r1, y, y_stride); break;
-    default: break;
+  // Row groups outside, token tiles inside: a group's few rows stay in the
+  // L1 cache while every token of the block passes over them.
+  // (With a handful of tokens the weights are used once anyway: no groups.)
+  const int64_t row_group = t1 - t0 >= 6 ? 4 : r1 - r0;
+  for (int64_t ra = r0; ra < r1; ra += row_group) {
+    const int64_t rb = std::min(r1, ra + row_group);
+    int64_t t = t0;
+    for (; t + 6 <= t1; t += 6) token_tile<kType, 6>(w, x, x_stride, t, ra, rb, y, y_stride);
+    switch (t1 - t) {
+      case 5: token_tile<kType, 5>(w, x, x_stride, t, ra, rb, y, y_stride); break;
+      case 4: token_tile<kType, 4>(w, x, x_stride, t, ra, rb, y, y_stride); break;
+      case 3: token_tile<kType, 3>(w, x, x_stride, t, ra, rb, y, y_stride); break;
+      case 2: token_tile<kType, 2>(w, x, x_stride, t, ra, rb, y, y_stride); break;
+      case 1: token_tile<kType, 1>(w, x, x_stride, t, ra, rb, y, y_stride); break;
+      default: break;
+    }
   }
 }
 
@@ -166,6 +173,34 @@ void matmul_block_avx512(const WeightMatrix& w, const float* x, int64_t x_stride
     case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q4_K: return block<WeightType::Q4_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
     case WeightType::Q6_K: return block<WeightType::Q6_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
+  }
+}
+
+namespace {
+template <WeightType kType>
+void dequantize_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
+  const int64_t full = w.cols / kLanes * kLanes;
+  for (int64_t r = r0; r < r1; ++r, out += w.cols) {
+    const uint8_t* row = w.row(r);
+    for (int64_t k = 0; k < full; k += kLanes) _mm512_storeu_ps(out + k, load_weights<kType>(row, k));
+    if (full < w.cols) {
+      alignas(64) float tail[kLanes];
+      decode_chunk(kType, row, full, int(w.cols - full), tail);
+      std::copy(tail, tail + (w.cols - full), out + full);
+    }
+  }
+}
+}  // namespace
+
+void dequantize_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
+  switch (w.type) {
+    case WeightType::F32: return dequantize_rows<WeightType::F32>(w, r0, r1, out);
+    case WeightType::F16: return dequantize_rows<WeightType::F16>(w, r0, r1, out);
+    case WeightType::BF16: return dequantize_rows<WeightType::BF16>(w, r0, r1, out);
+    case WeightType::Q8_0: return dequantize_rows<WeightType::Q8_0>(w, r0, r1, out);
+    case WeightType::Q4_0: return dequantize_rows<WeightType::Q4_0>(w, r0, r1, out);
+    case WeightType::Q4_K: return dequantize_rows<WeightType::Q4_K>(w, r0, r1, out);
+    case WeightType::Q6_K: return dequantize_rows<WeightType::Q6_K>(w, r0, r1, out);
   }
 }
 
