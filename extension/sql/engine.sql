@@ -4,6 +4,9 @@
 -- tests/pgtap/05_engine.sql compares the devices.)
 SET search_path = kvg, public;
 SET kvg.device = 'cpu';
+-- Explicit artifacts only: automatic prefix reuse would graft the captures
+-- below into the "recompute" side of every comparison (flywheel.sql tests it).
+SET kvg.prefix_reuse = off;
 \getenv shared KVG_SHARED
 \getenv fixtures KVG_FIXTURES
 

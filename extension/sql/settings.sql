@@ -11,6 +11,16 @@ SET kvg.device = 'cpu';
 SHOW kvg.device;
 SET kvg.device = 'gpu';
 RESET kvg.device;
+-- The knowledge template: {solution}, then {question}, once each.
+SET kvg.knowledge_template = 'Q: {question} A:';
+SET kvg.knowledge_template = '{question} {solution}';
+SET kvg.knowledge_template = '{solution} {solution} {question}';
+SET kvg.knowledge_template = E'<|system|>Facts: {solution}<|user|>{question}<|assistant|>';
+SHOW kvg.knowledge_template;
+RESET kvg.knowledge_template;
+SET kvg.transfer_min_similarity = 1.5;
+SET kvg.prefix_reuse = off;
+RESET kvg.prefix_reuse;
 -- The prefix is reserved: a typo is an error, not a silent placeholder.
 SET kvg.modle = '/tmp/model.gguf';
 
@@ -26,6 +36,8 @@ SET kvg.model = '/etc/passwd';
 SET kvg.max_new_tokens = 100000;
 \echo :LAST_ERROR_SQLSTATE
 SET kvg.threads = 2;
+SET kvg.knowledge_template = '{solution} {question}';
+SET kvg.prefix_reuse = off;
 SHOW kvg.model;
 RESET ROLE;
 DROP ROLE regress_kvg_plain;

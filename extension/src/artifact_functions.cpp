@@ -25,6 +25,7 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
   if (row.meta.model_fingerprint && row.meta.model_fingerprint != meta.model_fingerprint) return "model_fingerprint";
   if (row.meta.recipe && row.meta.recipe != meta.recipe) return "recipe";
   if (row.meta.parent != meta.parent) return "parent_sha256";
+  if (row.meta.tokens_sha256 && row.meta.tokens_sha256 != meta.tokens_sha256) return "tokens_sha256";
   return std::nullopt;
 }
 

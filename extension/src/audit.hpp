@@ -13,15 +13,25 @@ namespace kvg::pg {
 class Spi;
 
 struct AuditRecord {
-  std::string operation;  // "import", "capture", "generate", "graft_check"
+  // "import", "capture", "generate", "graft_check", "learn", "solve", "answer"
+  std::string operation;
   std::optional<std::string> model_fingerprint;
   std::optional<std::string> recipe;
-  std::optional<std::string> input_sha256;     // of the prompt / input bytes
+  std::optional<std::string> input_sha256;     // of the prompt / input bytes / question
   std::optional<std::string> artifact_sha256;  // the artifact used or produced
-  std::optional<std::string> output_sha256;    // of the generated text
+  std::optional<std::string> output_sha256;    // of output_text
   std::optional<std::string> logits_sha256;
-  std::optional<int32_t> tokens_in;
-  std::optional<int32_t> tokens_out;
+  std::optional<int32_t> tokens_in;            // prompt tokens
+  std::optional<int32_t> tokens_out;           // decoded tokens
+  std::optional<int32_t> tokens_grafted;       // prompt tokens whose KV was grafted, not computed
+  std::optional<std::string> mode;             // answers: "recurring", "transfer", "cold"
+  std::optional<int64_t> knowledge_id;
+  std::optional<bool> verified;
+  std::optional<std::string> output_text;      // the text output_sha256 hashes
+  std::optional<int64_t> graft_us, prefill_us, decode_us;
+
+  // Sets output_text and its hash together.
+  void set_output(const std::string& text);
 };
 
 // Appends one row and returns its id. The row's role is the calling role.

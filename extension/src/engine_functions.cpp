@@ -13,11 +13,9 @@
 #include "engine/prompt.hpp"
 #include "kernels/cuda/cuda_runtime_probe.hpp"
 #include "extension/src/audit.hpp"
-#include "extension/src/engine_context.hpp"
-#include "extension/src/lo_store.hpp"
+#include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
-#include "extension/src/settings.hpp"
-#include "extension/src/spi.hpp"
+#include "extension/src/prefix_reuse.hpp"
 #include "extension/src/sql_values.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -26,36 +24,16 @@ using namespace kvg::pg;
 
 namespace {
 
-// Tokens per prefill chunk: how often a long prompt checks for cancellation.
-// Chunking never changes the bits (recipe rule 1).
-constexpr int64_t kPrefillChunk = 128;
-
-// Turns a pending cancel or statement_timeout into kvg::Error(Cancelled); the
-// entry wrapper lets PostgreSQL report it.
-const ProgressCheck kCheckInterrupts = [] { throw_if_interrupted(); };
-
-// What every engine call needs: the model, the options, the artifact store.
-struct EngineCall {
-  std::shared_ptr<const Model> model = current_model();
-  EngineOptions options = current_engine_options();
-  Spi spi;
-  LoStore store{spi};
-  ArtifactOpener open = [this](const Digest& id) { return store.get(id); };
-
-  AuditRecord audit(const char* operation) const {
-    AuditRecord r;
-    r.operation = operation;
-    r.model_fingerprint = model->fingerprint_hex();
-    r.recipe = kRecipe;
-    return r;
-  }
+// The whole prompt when the artifact chain ending in `leaf` precedes `text`,
+// and that chain, as where prefix reuse starts.
+struct ChainPrompt {
+  std::vector<int32_t> tokens;
+  StoredPrefix chain;
 };
 
-std::string text_sha256(const std::string& text) { return to_hex(sha256(std::string_view(text))); }
-
-// The whole prompt when the artifact chain ending in `leaf` precedes `text`.
-std::vector<int32_t> prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
-  return prompt_after_chain(*call.model, chain_tokens(leaf, call.open), text);
+ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
+  const std::vector<int32_t> chain = chain_tokens(leaf, call.open);
+  return {prompt_after_chain(*call.model, chain, text), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
 }  // namespace
@@ -71,7 +49,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
   Session session(call.model, call.options);
   std::vector<int32_t> prompt;
   if (parent) {
-    prompt = prompt_after_artifact(call, *parent, prefix);
+    prompt = prompt_after_artifact(call, *parent, prefix).tokens;
     graft(session, *parent, call.open, prompt);
   } else {
     prompt = fresh_prompt(*call.model, prefix);
@@ -79,25 +57,29 @@ KVG_SQL_FUNCTION(kvg_capture) {
   const int64_t from = session.n_past();
   if (int64_t(prompt.size()) <= from)
     throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
+  const auto began = std::chrono::steady_clock::now();
   session.prefill(std::span<const int32_t>(prompt).subspan(size_t(from)), kPrefillChunk, LogitsFor::None, nullptr,
                   kCheckInterrupts);
+  const int64_t prefill_us = micros_since(began);
 
-  auto sink = call.store.writer();
-  const Digest written = capture(session, from, session.n_past(), parent, sink);
-  const Digest stored = sink.commit(meta_from_header(capture_header(session, from, session.n_past(), parent)));
-  if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
+  const int64_t end = session.n_past();
+  const Digest stored = *store_segment_links(call, session, Grafted{parent, from}, std::span<const int64_t>(&end, 1));
 
   AuditRecord audit = call.audit("capture");
   audit.input_sha256 = text_sha256(prefix);
   audit.artifact_sha256 = to_hex(stored);
   audit.tokens_in = int32_t(prompt.size());
+  audit.tokens_grafted = int32_t(from);
+  audit.prefill_us = prefill_us;
   audit_append(call.spi, audit);
   return text_result(to_hex(stored));
 }
 
 // kvg_generate(prompt text, max_tokens int default 64, artifact text default
 // null, seed bigint default null, temperature float8 default 0) returns text.
-// With an artifact, `prompt` is the text that follows the artifact's.
+// With an artifact, `prompt` is the text that follows the artifact's. With
+// kvg.prefix_reuse on, the longest stored chain that begins the prompt (and
+// continues the artifact, when given) is grafted: the output is the same.
 KVG_SQL_FUNCTION(kvg_generate) {
   require_arg(fcinfo, 0, "prompt");
   require_arg(fcinfo, 1, "max_tokens");
@@ -108,37 +90,35 @@ KVG_SQL_FUNCTION(kvg_generate) {
       arg_is_null(fcinfo, 2) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 2, "artifact"));
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
-  if (max_tokens < 1) throw Error(ErrorCode::InvalidArgument, "max_tokens must be at least 1");
-  if (max_tokens > settings::max_new_tokens())
-    throw Error(ErrorCode::OutOfRange, "max_tokens " + std::to_string(max_tokens) + " exceeds kvg.max_new_tokens (" +
-                                           std::to_string(settings::max_new_tokens()) + ")");
+  check_max_tokens(max_tokens);
   if (!(temperature >= 0) || !std::isfinite(temperature))
     throw Error(ErrorCode::InvalidArgument, "temperature must be a finite number >= 0");
 
   EngineCall call;
   Session session(call.model, call.options);
-  std::vector<int32_t> prompt;
-  if (artifact) {
-    prompt = prompt_after_artifact(call, *artifact, text);
-    graft(session, *artifact, call.open, prompt);
-  } else {
-    prompt = fresh_prompt(*call.model, text);
-  }
+  const ChainPrompt prompt =
+      artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text), {}};
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens, prompt.chain);
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.sampling.temperature = float(temperature);
   options.sampling.seed = seed;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
-  const GenerateResult result = generate(session, std::span<const int32_t>(prompt).subspan(size_t(session.n_past())), options);
+  const GenerateResult result =
+      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
   const std::string output = call.model->tokenizer().decode(result.tokens);
 
   AuditRecord audit = call.audit("generate");
   audit.input_sha256 = text_sha256(text);
-  if (artifact) audit.artifact_sha256 = to_hex(*artifact);
-  audit.output_sha256 = text_sha256(output);
-  audit.tokens_in = int32_t(prompt.size());
+  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
+  audit.set_output(output);
+  audit.tokens_in = int32_t(prompt.tokens.size());
   audit.tokens_out = int32_t(result.tokens.size());
+  audit.tokens_grafted = int32_t(grafted_tokens_used(grafted, int64_t(prompt.tokens.size())));
+  audit.graft_us = grafted.micros;
+  audit.prefill_us = to_micros(result.prefill_seconds);
+  audit.decode_us = to_micros(result.decode_seconds);
   audit_append(call.spi, audit);
   return text_result(output);
 }
@@ -154,7 +134,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
   EngineCall call;
-  const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation);
+  const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
   GraftCheckOptions options;
   options.samples = samples;
   const GraftCheckResult r =

@@ -83,7 +83,7 @@ class LargeObjectSource final : public ByteSource {
 
   size_t read(uint8_t* buf, size_t n) override {
     if (n == 0) return 0;
-    if (pos_ == buffer_.size()) {
+    if (pos_ == filled_) {
       if (at_end_) return 0;
       check_for_interrupts();
       if (n >= kLargeObjectChunkBytes) {  // big reads bypass the buffer
@@ -91,23 +91,26 @@ class LargeObjectSource final : public ByteSource {
         at_end_ = r == 0;
         return r;
       }
-      buffer_.resize(kLargeObjectChunkBytes);
-      buffer_.resize(read_object(fd_, buffer_.data(), buffer_.size()));
+      // Not a std::vector: zero-filling 4 MB on every open costs more than
+      // reading a small artifact (each graft opens every link twice).
+      if (!buffer_) buffer_.reset(new uint8_t[kLargeObjectChunkBytes]);
+      filled_ = read_object(fd_, buffer_.get(), kLargeObjectChunkBytes);
       pos_ = 0;
-      if (buffer_.empty()) {
+      if (filled_ == 0) {
         at_end_ = true;
         return 0;
       }
     }
-    size_t r = std::min(n, buffer_.size() - pos_);
-    std::memcpy(buf, buffer_.data() + pos_, r);
+    size_t r = std::min(n, filled_ - pos_);
+    std::memcpy(buf, buffer_.get() + pos_, r);
     pos_ += r;
     return r;
   }
 
  private:
   int fd_ = -1;
-  std::vector<uint8_t> buffer_;
+  std::unique_ptr<uint8_t[]> buffer_;
+  size_t filled_ = 0;
   size_t pos_ = 0;
   bool at_end_ = false;
 };
@@ -115,7 +118,8 @@ class LargeObjectSource final : public ByteSource {
 }  // namespace
 
 ArtifactMeta meta_from_header(const ArtifactHeader& header) {
-  return ArtifactMeta{header.n_tokens(), header.model_fingerprint, header.recipe, header.parent};
+  return ArtifactMeta{header.n_tokens(), header.model_fingerprint, header.recipe, header.parent,
+                      hash_token_ids(header.tokens)};
 }
 
 LoStore::Writer::Writer(LoStore& store) : store_(store) {
@@ -172,11 +176,11 @@ Digest LoStore::Writer::commit(const ArtifactMeta& meta) {
   // abort, so exactly one of two racing sessions keeps its object.
   auto inserted = store_.spi_.run(
       "INSERT INTO kvg.artifacts (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, "
-      "created_by) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8::name) "
+      "tokens_sha256, created_by) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8, $9::name) "
       "ON CONFLICT (sha256) DO NOTHING RETURNING 1",
       {to_hex(id), std::to_string(loid_), std::to_string(bytes_),
        meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt, optional_hex(meta.model_fingerprint),
-       meta.recipe, optional_hex(meta.parent), role});
+       meta.recipe, optional_hex(meta.parent), optional_hex(meta.tokens_sha256), role});
   if (inserted.empty()) drop_object(loid_);  // already stored: keep one copy
   committed_ = true;
   return id;
@@ -205,7 +209,8 @@ std::vector<Digest> LoStore::list() {
 std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   OwnerRights owner;
   auto rows = spi_.run(
-      "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256 FROM kvg.artifacts WHERE sha256 = $1",
+      "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, tokens_sha256 FROM kvg.artifacts "
+      "WHERE sha256 = $1",
       {to_hex(id)});
   if (rows.empty()) return std::nullopt;
   const SqlRow& r = rows.front();
@@ -217,12 +222,45 @@ std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   a.meta.model_fingerprint = optional_digest(r.at(3), "kvg.artifacts.model_fingerprint");
   a.meta.recipe = r.at(4);
   a.meta.parent = optional_digest(r.at(5), "kvg.artifacts.parent_sha256");
+  a.meta.tokens_sha256 = optional_digest(r.at(6), "kvg.artifacts.tokens_sha256");
   return a;
 }
 
 StoredArtifact LoStore::require(const Digest& id) {
   if (auto a = find(id)) return *a;
   throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not stored");
+}
+
+std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,
+                                       const Digest& model_fingerprint, const std::string& recipe) {
+  // An array literal of hex strings needs no quoting.
+  std::string hashes = "{";
+  for (const Digest& d : tokens_sha256) {
+    if (hashes.size() > 1) hashes += ',';
+    hashes += to_hex(d);
+  }
+  hashes += '}';
+  const std::string fingerprint = to_hex(model_fingerprint);
+  OwnerRights owner;
+  // Two statements rather than IS NOT DISTINCT FROM, which no index serves.
+  const std::vector<SqlRow> rows =
+      parent ? spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
+                        "WHERE parent_sha256 = $1 AND tokens_sha256 = ANY ($2::text[]) "
+                        "AND model_fingerprint = $3 AND recipe = $4 ORDER BY sha256",
+                        {to_hex(*parent), hashes, fingerprint, recipe})
+             : spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
+                        "WHERE parent_sha256 IS NULL AND tokens_sha256 = ANY ($1::text[]) "
+                        "AND model_fingerprint = $2 AND recipe = $3 ORDER BY sha256",
+                        {hashes, fingerprint, recipe});
+  std::vector<StoredLink> links;
+  for (const SqlRow& r : rows) {
+    StoredLink link;
+    link.id = parse_digest(r.at(0).value(), "kvg.artifacts.sha256");
+    link.n_tokens = std::stoll(r.at(1).value());
+    link.tokens_sha256 = parse_digest(r.at(2).value(), "kvg.artifacts.tokens_sha256");
+    links.push_back(link);
+  }
+  return links;
 }
 
 }  // namespace kvg::pg

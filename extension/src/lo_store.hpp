@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/prefix_search.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/artifact_store.hpp"
 
@@ -30,6 +31,7 @@ struct ArtifactMeta {
   std::optional<Digest> model_fingerprint;
   std::optional<std::string> recipe;
   std::optional<Digest> parent;
+  std::optional<Digest> tokens_sha256;  // hash_token_ids of the artifact's own tokens
 };
 
 ArtifactMeta meta_from_header(const ArtifactHeader& header);
@@ -88,6 +90,12 @@ class LoStore final : public ArtifactStore {
   std::optional<StoredArtifact> find(const Digest& id);
   // find(), or NotFound naming the hash.
   StoredArtifact require(const Digest& id);
+
+  // The prefix-reuse index (engine/prefix_search.hpp): links of this model
+  // and recipe continuing `parent` (roots when nullopt) whose own token hash
+  // is one of `tokens_sha256`, ordered by identity. Reads the catalog only.
+  std::vector<StoredLink> links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,
+                                const Digest& model_fingerprint, const std::string& recipe);
 
  private:
   Spi& spi_;

@@ -8,10 +8,24 @@
 //  kvg.device          any user: cpu, cuda and auto (cuda when a usable GPU
 //                      is present) give the same bits under the portable
 //                      recipe, so the choice affects speed only.
+//  kvg.knowledge_template  any user: it only lays out the caller's own prompts
+//                      (a chat model needs its own format); artifacts are
+//                      content-addressed, so prompts of different templates
+//                      are stored side by side and never mistaken for each
+//                      other. Checked when set, so a broken template fails at
+//                      SET rather than at the next answer.
+//  kvg.prefix_reuse    any user: grafting is exact, so it changes speed only
+//                      (which is why the tests can compare it on and off).
+//  kvg.transfer_min_similarity, kvg.transfer_max_entries
+//                      any user: how related an entry must be to be used as
+//                      context for the caller's question, and how many.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
 
+#include <exception>
+
+#include "engine/knowledge_prompt.hpp"
 #include "extension/src/postgres.hpp"
 
 namespace kvg::pg::settings {
@@ -22,6 +36,32 @@ char* model_value = nullptr;
 int threads_value = 1;
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
+char* knowledge_template_value = nullptr;
+bool prefix_reuse_value = true;
+double transfer_min_similarity_value = 0.5;
+int transfer_max_entries_value = 2;
+
+// Written for the TinyStories models the tests use: story text, then a
+// question and an answer cue they can continue.
+constexpr const char* kDefaultTemplate = "{solution}\nQuestion: {question}\nAnswer:";
+
+// A GUC check hook is called from C: nothing may be thrown out of it, and
+// PostgreSQL is called (GUC_check_errdetail may palloc, so longjmp) only once
+// every C++ object and exception is gone.
+bool check_knowledge_template(char** newval, void**, GucSource) {
+  static char problem[512];
+  problem[0] = '\0';
+  try {
+    KnowledgeTemplate::parse(*newval ? *newval : "");
+  } catch (const std::exception& e) {
+    strlcpy(problem, e.what(), sizeof(problem));
+  } catch (...) {
+    strlcpy(problem, "unexpected error", sizeof(problem));
+  }
+  if (problem[0] == '\0') return true;
+  GUC_check_errdetail("%s", problem);
+  return false;
+}
 
 const struct config_enum_entry device_options[] = {
     {"cpu", static_cast<int>(Device::Cpu), false},
@@ -43,6 +83,21 @@ void define() {
                            nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_new_tokens", "Hard cap on the tokens one kvg call generates.", nullptr,
                           &max_new_tokens_value, 256, 1, 1 << 20, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomStringVariable("kvg.knowledge_template",
+                             "How a knowledge prompt is laid out: {solution}, then {question}, then the answer cue.",
+                             "kvg_learn, kvg_solve and kvg_answer build every prompt from it.",
+                             &knowledge_template_value, kDefaultTemplate, PGC_USERSET, 0, check_knowledge_template,
+                             nullptr, nullptr);
+  DefineCustomBoolVariable("kvg.prefix_reuse",
+                           "Graft the longest stored artifact chain that begins a prompt, and store knowledge "
+                           "compositions as new chain links.",
+                           "Exact either way: it changes what is computed, never the output.", &prefix_reuse_value,
+                           true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomRealVariable("kvg.transfer_min_similarity",
+                           "Share of a question's words an entry must contain to serve as its context.", nullptr,
+                           &transfer_min_similarity_value, 0.5, 0.0, 1.0, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.transfer_max_entries", "Most entries put before a question in transfer mode.", nullptr,
+                          &transfer_max_entries_value, 2, 1, 16, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -50,5 +105,9 @@ const char* model_path() { return model_value ? model_value : ""; }
 int threads() { return threads_value; }
 Device device() { return static_cast<Device>(device_value); }
 int max_new_tokens() { return max_new_tokens_value; }
+const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }
+bool prefix_reuse() { return prefix_reuse_value; }
+double transfer_min_similarity() { return transfer_min_similarity_value; }
+int transfer_max_entries() { return transfer_max_entries_value; }
 
 }  // namespace kvg::pg::settings

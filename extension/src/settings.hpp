@@ -14,4 +14,10 @@ int threads();
 Device device();
 int max_new_tokens();
 
+// The knowledge flywheel (docs/flywheel.md).
+const char* knowledge_template();  // always parses (the check hook refuses others)
+bool prefix_reuse();
+double transfer_min_similarity();
+int transfer_max_entries();
+
 }  // namespace kvg::pg::settings

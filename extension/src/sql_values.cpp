@@ -61,14 +61,26 @@ Datum jsonb_result(const std::string& json) {
 }
 
 void return_single_row(FunctionCallInfo fcinfo, std::vector<Datum> values) {
-  auto nulls = std::make_unique<bool[]>(values.size());  // all false
-  call([&] {
-    InitMaterializedSRF(fcinfo, 0);
-    auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    if (rsinfo->setDesc->natts != static_cast<int>(values.size()))
-      elog(ERROR, "kvg: result has %d columns, the function returns %zu", rsinfo->setDesc->natts, values.size());
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values.data(), nulls.get());
-  });
+  std::vector<ResultValue> row(values.begin(), values.end());
+  return_rows(fcinfo, {row});
+}
+
+void return_rows(FunctionCallInfo fcinfo, const std::vector<std::vector<ResultValue>>& rows) {
+  call([&] { InitMaterializedSRF(fcinfo, 0); });
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  for (const auto& row : rows) {
+    std::vector<Datum> values(row.size(), Datum(0));
+    auto nulls = std::make_unique<bool[]>(row.size());
+    for (size_t i = 0; i < row.size(); ++i) {
+      nulls[i] = !row[i].has_value();
+      if (row[i]) values[i] = *row[i];
+    }
+    call([&] {
+      if (rsinfo->setDesc->natts != static_cast<int>(values.size()))
+        elog(ERROR, "kvg: result has %d columns, the function returns %zu", rsinfo->setDesc->natts, values.size());
+      tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values.data(), nulls.get());
+    });
+  }
 }
 
 void notice(const std::string& message) {

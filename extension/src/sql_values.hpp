@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,12 @@ Datum jsonb_result(const std::string& json);
 // The one row of a set-returning function declared RETURNS TABLE (no NULLs);
 // the function then returns Datum(0).
 void return_single_row(FunctionCallInfoBaseData* fcinfo, std::vector<Datum> values);
+
+// A column value of a result row: nullopt is SQL NULL.
+using ResultValue = std::optional<Datum>;
+// The rows of a set-returning function declared RETURNS TABLE; the function
+// then returns Datum(0).
+void return_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<std::vector<ResultValue>>& rows);
 
 // A NOTICE to the client (does not interrupt the call).
 void notice(const std::string& message);

@@ -1,6 +1,6 @@
 -- The objects CREATE EXTENSION kvg makes, and the constraints on them.
 BEGIN;
-SELECT plan(30);
+SELECT plan(44);
 
 SELECT has_schema('kvg');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'kvg'), false, 'kvg is not relocatable');
@@ -9,7 +9,8 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
 SELECT has_role('kvg_user');
 
 SELECT columns_are('kvg', 'artifacts', ARRAY['sha256', 'loid', 'bytes', 'n_tokens', 'model_fingerprint',
-                                              'recipe', 'parent_sha256', 'created_at', 'created_by']);
+                                              'recipe', 'parent_sha256', 'tokens_sha256', 'created_at',
+                                              'created_by']);
 SELECT col_is_pk('kvg', 'artifacts', 'sha256', 'artifacts are keyed by sha256');
 SELECT col_type_is('kvg', 'artifacts', 'loid', 'oid', 'loid is an oid');
 SELECT col_not_null('kvg', 'artifacts', 'loid', 'loid is not null');
@@ -23,12 +24,37 @@ SELECT throws_ok($$INSERT INTO kvg.artifacts (sha256, loid) VALUES (repeat('AB',
 
 SELECT columns_are('kvg', 'audit', ARRAY['id', 'at', 'role', 'operation', 'model_fingerprint', 'recipe',
                                           'input_sha256', 'artifact_sha256', 'output_sha256', 'logits_sha256',
-                                          'tokens_in', 'tokens_out', 'prev_hash', 'row_hash']);
+                                          'tokens_in', 'tokens_out', 'tokens_grafted', 'mode', 'knowledge_id',
+                                          'verified', 'output_text', 'graft_us', 'prefill_us', 'decode_us',
+                                          'prev_hash', 'row_hash']);
 SELECT col_is_pk('kvg', 'audit', 'id', 'audit rows are keyed by id');
 SELECT col_type_is('kvg', 'audit', 'id', 'bigint', 'id is a bigint');
 SELECT col_default_is('kvg', 'audit', 'id', $$nextval('kvg.audit_id_seq'::regclass)$$, 'id is a bigserial');
 SELECT col_type_is('kvg', 'audit', 'at', 'timestamp with time zone', 'at is a timestamptz');
 SELECT has_table('kvg', 'audit_head', 'the chain head exists');
+SELECT has_index('kvg', 'artifacts', 'artifacts_parent_sha256_tokens_sha256_idx', ARRAY['parent_sha256', 'tokens_sha256'],
+                 'chain links are indexed by (parent, own tokens) for prefix reuse');
+SELECT throws_ok($$SELECT kvg.audit_insert('x', 'postgres', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, mode => 'warm')$$,
+                 '23514', NULL, 'an audit row''s mode is recurring, transfer or cold');
+
+-- The knowledge library (docs/flywheel.md).
+SELECT columns_are('kvg', 'knowledge', ARRAY['id', 'question', 'question_key', 'solution', 'answer', 'verifier',
+                                              'evidence', 'verified_at', 'verified_by', 'artifact_sha256',
+                                              'solve_tokens', 'lexemes']);
+SELECT col_is_unique('kvg', 'knowledge', 'question_key', 'one entry per normalized question');
+SELECT fk_ok('kvg', 'knowledge', 'artifact_sha256', 'kvg', 'artifacts', 'sha256', 'an entry''s artifact is stored');
+SELECT has_trigger('kvg', 'knowledge', 'knowledge_immutable', 'entries are not edited');
+SELECT has_view('kvg', 'stats', 'the accounting view exists');
+SELECT is(kvg.normalize_question(E'  What COLOUR\twas   Lily''s ball?!  '), 'what colour was lily''s ball',
+          'normalization: ASCII lower case, whitespace collapsed, trimmed, punctuation at the ends removed');
+SELECT is(kvg.question_key('What colour was Lily''s ball?'),
+          encode(sha256(convert_to('what colour was lily''s ball', 'UTF8')), 'hex'),
+          'the question key is the SHA-256 of the normal form');
+SELECT is(kvg.normalize_question('Ça va? ÉTÉ.'), 'Ça va? ÉtÉ', 'only ASCII is folded: the key does not depend on the locale');
+SELECT has_function('public', 'kvg_learn', ARRAY['text', 'text', 'text', 'text', 'bigint']);
+SELECT function_returns('public', 'kvg_learn', ARRAY['text', 'text', 'text', 'text', 'bigint'], 'bigint');
+SELECT function_returns('public', 'kvg_answer', ARRAY['text', 'integer'], 'text');
+SELECT function_returns('public', 'kvg_manifest', ARRAY['bigint', 'bigint'], 'jsonb');
 
 SELECT has_function('public', 'kvg_import', ARRAY['bytea']);
 SELECT function_returns('public', 'kvg_import', ARRAY['bytea'], 'text');

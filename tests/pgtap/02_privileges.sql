@@ -1,7 +1,7 @@
 -- Nothing for PUBLIC; kvg_user may call the functions and read the catalogs
 -- but write nothing directly; the large objects belong to the schema owner.
 BEGIN;
-SELECT plan(28);
+SELECT plan(31);
 \ir fixtures.psql
 GRANT SELECT ON fixture TO kvg_user;
 
@@ -12,15 +12,22 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(p.proname::text ORDER BY p.proname),
-          ARRAY['kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture', 'kvg_export', 'kvg_generate',
-                'kvg_graft_check', 'kvg_import', 'kvg_model_info'],
+          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
+                'kvg_export', 'kvg_generate', 'kvg_graft_check', 'kvg_import', 'kvg_learn', 'kvg_manifest',
+                'kvg_model_info', 'kvg_solve'],
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
 SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
 FROM unnest(ARRAY['public.kvg_import(bytea)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
-                  'public.kvg_audit_verify()']) AS f;
-SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer)', 'EXECUTE'),
+                  'public.kvg_audit_verify()', 'public.kvg_learn(text, text, text, text, bigint)',
+                  'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
+                  'public.kvg_answer_detail(text, integer)', 'public.kvg_manifest(bigint, bigint)']) AS f;
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint)', 'EXECUTE'),
           'kvg_user cannot append audit rows itself');
+SELECT ok(has_table_privilege('kvg_user', 'kvg.knowledge', 'SELECT') AND has_table_privilege('kvg_user', 'kvg.stats', 'SELECT'),
+          'kvg_user reads the library and its accounting');
+SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.knowledge', 'INSERT, UPDATE, DELETE, TRUNCATE'),
+          'kvg_user cannot write kvg.knowledge: only kvg_learn and kvg_solve deposit');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.artifacts', 'SELECT'), 'kvg_user reads kvg.artifacts');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.audit', 'SELECT'), 'kvg_user reads kvg.audit');
 SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.artifacts', 'INSERT, UPDATE, DELETE, TRUNCATE'),
@@ -72,6 +79,8 @@ FROM (SELECT role, operation FROM kvg.audit ORDER BY id DESC LIMIT 2) AS last_tw
 SET ROLE tap_nobody;
 SELECT throws_ok($$SELECT public.kvg_audit_verify()$$, '42501', NULL, 'a role outside kvg_user cannot use kvg');
 SELECT throws_ok($$SELECT count(*) FROM kvg.artifacts$$, '42501', NULL, 'a role outside kvg_user cannot read the catalog');
+SELECT throws_ok($$SELECT public.kvg_answer('Who had a red ball?')$$, '42501', NULL,
+                 'a role outside kvg_user cannot ask the library');
 RESET ROLE;
 SELECT is(current_user, 'postgres'::name, 'identity restored after every call');
 SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');

@@ -1,7 +1,7 @@
 -- The audit trail: append-only, and a hash chain that a third party can
 -- recompute from docs/audit-chain.md and that exposes any tampering.
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 
 -- A few rows with NULLs, non-ASCII text and numbers.
 CREATE TEMP TABLE appended AS
@@ -10,19 +10,27 @@ FROM (VALUES ('import', repeat('a', 64), NULL::int, NULL::int),
              ('génération ✓', NULL, 12, 34),
              ('capture', repeat('b', 64), 7, NULL),
              ('generate', repeat('c', 64), 5, 64)) AS v(op, fp, t_in, t_out);
-SELECT is(count(*), 4::bigint, 'four rows appended') FROM appended;
+-- ... and one with every flywheel field, a multi-line output among them.
+INSERT INTO appended
+SELECT kvg.audit_insert('answer', 'postgres', repeat('d', 64), 'f32-portable-v1', repeat('2', 64), repeat('3', 64),
+                        encode(sha256(convert_to(E'red\nball', 'UTF8')), 'hex'), NULL, 40, 3, 39, 'recurring', 7,
+                        false, E'red\nball', 812, 35, 410);
+SELECT is(count(*), 5::bigint, 'five rows appended') FROM appended;
 SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
 
 -- The documented encoding, written out independently of kvg.audit_row_hash.
 SELECT is(count(*), (SELECT count(*) FROM kvg.audit), 'every row_hash matches the documented encoding')
 FROM kvg.audit a
 WHERE a.row_hash = encode(sha256(convert_to(
-        'kvg-audit-v1' || chr(10) ||
+        'kvg-audit-v2' || chr(10) ||
         (SELECT string_agg(CASE WHEN v IS NULL THEN '-'
                                 ELSE octet_length(convert_to(v, 'UTF8')) || ':' || v END || chr(10), '' ORDER BY n)
          FROM unnest(ARRAY[a.id::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text, a.operation,
                            a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256, a.output_sha256,
-                           a.logits_sha256, a.tokens_in::text, a.tokens_out::text, a.prev_hash])
+                           a.logits_sha256, a.tokens_in::text, a.tokens_out::text, a.tokens_grafted::text,
+                           a.mode, a.knowledge_id::text,
+                           CASE a.verified WHEN true THEN 'true' WHEN false THEN 'false' END,
+                           a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text, a.prev_hash])
               WITH ORDINALITY AS f(v, n)),
         'UTF8')), 'hex');
 SELECT is(prev_hash, repeat('0', 64), 'the first row links to 64 zeros')
@@ -58,8 +66,12 @@ DELETE FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 2);
 SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 3), 'a deleted row breaks the next link');
 ROLLBACK TO tamper;
 
-DELETE FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 4);
-SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 4), 'a cut tail is found through the head');
+DELETE FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 5);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 5), 'a cut tail is found through the head');
+ROLLBACK TO tamper;
+
+UPDATE kvg.audit SET output_text = E'red\nbal' WHERE id = (SELECT id FROM ids WHERE n = 5);
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 5), 'a changed output text is found');
 ROLLBACK TO tamper;
 
 INSERT INTO kvg.audit (id, at, role, operation, prev_hash, row_hash)
@@ -79,7 +91,7 @@ SELECT is(public.kvg_audit_verify(), NULL, 'untouched, the chain verifies again'
 -- Appending continues from the head.
 SELECT kvg.audit_insert('after', 'postgres', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS last_id \gset
 SELECT is((SELECT prev_hash FROM kvg.audit WHERE id = :last_id),
-          (SELECT row_hash FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 4)), 'a new row links to the last one');
+          (SELECT row_hash FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 5)), 'a new row links to the last one');
 SELECT is(public.kvg_audit_verify(), NULL, 'and the chain still verifies');
 SELECT cmp_ok(:last_id::bigint, '>', (SELECT max(id) FROM ids), 'ids follow chain order');
 

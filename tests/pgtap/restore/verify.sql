@@ -2,18 +2,28 @@
 -- artifacts, their large objects and the audit chain came through intact,
 -- and the restored extension keeps working.
 BEGIN;
-SELECT plan(10);
+SELECT plan(13);
 \ir ../fixtures.psql
 
-SELECT is((SELECT count(*) FROM kvg.artifacts), 4::bigint, 'four artifacts restored');
-SELECT is((SELECT count(*) FROM kvg.artifacts WHERE public.kvg_artifact_verify(sha256)), 4::bigint,
+SELECT is((SELECT count(*) FROM kvg.artifacts), 6::bigint, 'six artifacts restored (four imported, two learned)');
+SELECT is((SELECT count(*) FROM kvg.artifacts WHERE public.kvg_artifact_verify(sha256)), 6::bigint,
           'every restored artifact verifies');
 SELECT is((SELECT count(*) FROM fixture f JOIN kvg.artifacts a ON a.sha256 = encode(sha256(f.bytes), 'hex')
            WHERE public.kvg_export(a.sha256) = f.bytes), 4::bigint, 'exports equal the original bytes');
 SELECT is((SELECT parent_sha256 FROM kvg.artifacts WHERE sha256 = pg_temp.fixture_sha('child')),
           pg_temp.fixture_sha('root'), 'the chain link survives');
 SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');
-SELECT is((SELECT count(*) FROM kvg.audit), 4::bigint, 'four audit rows restored');
+SELECT is((SELECT count(*) FROM kvg.audit), 5::bigint, 'five audit rows restored');
+SELECT is((SELECT lexemes FROM kvg.knowledge), ARRAY['ball', 'colour', 'day', 'everi', 'lili', 'play', 'red'],
+          'the library entry is restored, its generated column too');
+\getenv shared KVG_SHARED
+SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', true) \g /dev/null
+SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
+SELECT is(mode || ' ' || artifact, 'recurring ' || (SELECT artifact_sha256 FROM kvg.knowledge),
+          'a recurring answer grafts the restored artifact')
+FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
+SELECT is(tokens_prefilled, 1, 'and computes only the last prompt token again')
+FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is(public.kvg_audit_verify(), NULL, 'the restored chain verifies');
 
 SELECT max(id) AS last_id, (SELECT row_hash FROM kvg.audit ORDER BY id DESC LIMIT 1) AS last_hash

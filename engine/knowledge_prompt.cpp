@@ -1,0 +1,68 @@
+#include "engine/knowledge_prompt.hpp"
+
+#include "common/error.hpp"
+#include "engine/prompt.hpp"
+
+namespace kvg {
+
+namespace {
+
+constexpr std::string_view kSolution = "{solution}";
+constexpr std::string_view kQuestion = "{question}";
+
+// The one position of `placeholder` in `text`; InvalidArgument when it is
+// missing or repeated.
+size_t find_once(std::string_view text, std::string_view placeholder) {
+  const size_t at = text.find(placeholder);
+  if (at == std::string_view::npos)
+    throw Error(ErrorCode::InvalidArgument, "kvg.knowledge_template must contain " + std::string(placeholder));
+  if (text.find(placeholder, at + 1) != std::string_view::npos)
+    throw Error(ErrorCode::InvalidArgument,
+                "kvg.knowledge_template must contain " + std::string(placeholder) + " only once");
+  return at;
+}
+
+}  // namespace
+
+KnowledgeTemplate KnowledgeTemplate::parse(std::string_view text) {
+  const size_t solution = find_once(text, kSolution);
+  const size_t question = find_once(text, kQuestion);
+  if (question < solution)
+    throw Error(ErrorCode::InvalidArgument,
+                "kvg.knowledge_template must put {solution} before {question}, so that a solution's KV is a "
+                "prefix shared by every question asked about it");
+  KnowledgeTemplate t;
+  t.head = std::string(text.substr(0, solution));
+  t.middle = std::string(text.substr(solution + kSolution.size(), question - solution - kSolution.size()));
+  t.tail = std::string(text.substr(question + kQuestion.size()));
+  return t;
+}
+
+std::vector<std::string> knowledge_segments(const KnowledgeTemplate& tmpl, const std::vector<std::string>& contexts,
+                                            std::string_view question) {
+  std::vector<std::string> segments;
+  for (size_t i = 0; i < contexts.size(); ++i)
+    segments.push_back((i == 0 ? tmpl.head : std::string(kContextSeparator)) + contexts[i]);
+  std::string last = contexts.empty() ? tmpl.head : std::string();
+  last += tmpl.middle;
+  last += question;
+  last += tmpl.tail;
+  segments.push_back(std::move(last));
+  return segments;
+}
+
+SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments) {
+  SegmentedPrompt prompt;
+  for (const std::string& segment : segments) {
+    const std::vector<int32_t> tokens =
+        prompt.tokens.empty() ? fresh_prompt(model, segment) : model.tokenizer().encode_continuation(segment);
+    // A segment that encodes to nothing adds no boundary (links hold >= 1 token).
+    if (tokens.empty()) continue;
+    prompt.tokens.insert(prompt.tokens.end(), tokens.begin(), tokens.end());
+    prompt.ends.push_back(int64_t(prompt.tokens.size()));
+  }
+  if (prompt.tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
+  return prompt;
+}
+
+}  // namespace kvg

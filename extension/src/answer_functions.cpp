@@ -1,0 +1,98 @@
+// kvg_answer_detail (kvg_answer is its answer column, in SQL): route the
+// question (knowledge_route.hpp), build its prompt from the template, graft
+// the longest stored chain that begins it, decode one line of answer, check a
+// recurring answer with its entry's verifier, store what a transfer or a
+// re-templated recurring prompt computed as chain links, audit the call.
+#include <string>
+
+#include "engine/answer_line.hpp"
+#include "engine/generate.hpp"
+#include "engine/knowledge_prompt.hpp"
+#include "extension/src/engine_call.hpp"
+#include "extension/src/knowledge_route.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/prefix_reuse.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/verifier.hpp"
+#include "extension/src/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+namespace {
+
+ResultValue optional_text(const std::optional<std::string>& s) {
+  return s ? ResultValue(text_result(*s)) : std::nullopt;
+}
+
+}  // namespace
+
+// kvg_answer_detail(question text, max_tokens int default 32) returns
+// table(answer, mode, verified, knowledge_id, artifact, tokens_grafted,
+// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id).
+// decode_ms is everything after the graft: the prefill of what was not
+// grafted and the decoding.
+KVG_SQL_FUNCTION(kvg_answer_detail) {
+  require_arg(fcinfo, 0, "question");
+  require_arg(fcinfo, 1, "max_tokens");
+  const std::string question = text_arg(fcinfo, 0);
+  const int32 max_tokens = PG_GETARG_INT32(1);
+  check_max_tokens(max_tokens);
+
+  EngineCall call;
+  KnowledgeLibrary library(call.spi);
+  const Route route = route_question(library, question);
+  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
+  const SegmentedPrompt prompt =
+      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question));
+  const int64_t n = int64_t(prompt.tokens.size());
+
+  Session session(call.model, call.options);
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
+  AnswerLine line(call.model->tokenizer(), prompt.tokens.back());
+  GenerateOptions options;
+  options.max_new_tokens = max_tokens;
+  options.prefill_chunk = kPrefillChunk;
+  options.check = kCheckInterrupts;
+  options.on_token = [&line](int32_t token) { return line.feed(token); };
+  const GenerateResult r =
+      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  const std::string answer = line.answer();
+
+  // Compositions with knowledge are stored so the next call grafts them; a
+  // cold question's prompt is not (it would store every question ever asked).
+  if (route.mode != Route::Mode::Cold && settings::prefix_reuse())
+    store_segment_links(call, session, grafted, prompt.ends);
+
+  std::optional<bool> verified;
+  if (route.mode == Route::Mode::Recurring) {
+    const KnowledgeEntry& entry = route.entries.front();
+    verified = passes(call.spi, entry.verifier, entry.question, answer, entry.answer);
+  }
+
+  const int64_t grafted_used = grafted_tokens_used(grafted, n);
+  AuditRecord audit = call.audit("answer");
+  audit.input_sha256 = text_sha256(question);
+  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
+  audit.set_output(answer);
+  audit.mode = route.mode_name();
+  audit.knowledge_id = route.knowledge_id();
+  audit.verified = verified;
+  audit.tokens_in = int32_t(n);
+  audit.tokens_out = int32_t(r.tokens.size());
+  audit.tokens_grafted = int32_t(grafted_used);
+  audit.graft_us = grafted.micros;
+  audit.prefill_us = to_micros(r.prefill_seconds);
+  audit.decode_us = to_micros(r.decode_seconds);
+  const int64_t audit_id = audit_append(call.spi, audit);
+
+  return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),
+                        verified ? ResultValue(BoolGetDatum(*verified)) : std::nullopt,
+                        route.knowledge_id() ? ResultValue(Int64GetDatum(*route.knowledge_id())) : std::nullopt,
+                        optional_text(grafted.leaf ? std::optional<std::string>(to_hex(*grafted.leaf)) : std::nullopt),
+                        Int32GetDatum(int32(grafted_used)), Int32GetDatum(int32(n - grafted_used)),
+                        Int32GetDatum(int32(r.tokens.size())), Float8GetDatum(double(grafted.micros) / 1000),
+                        Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000), Int64GetDatum(audit_id)}});
+  return Datum(0);
+}

@@ -1,0 +1,36 @@
+#include "extension/src/engine_call.hpp"
+
+#include <cmath>
+
+#include "common/error.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/settings.hpp"
+
+namespace kvg::pg {
+
+const ProgressCheck kCheckInterrupts = [] { throw_if_interrupted(); };
+
+AuditRecord EngineCall::audit(const char* operation) const {
+  AuditRecord r;
+  r.operation = operation;
+  r.model_fingerprint = model->fingerprint_hex();
+  r.recipe = kRecipe;
+  return r;
+}
+
+void check_max_tokens(int64_t max_tokens) {
+  if (max_tokens < 1) throw Error(ErrorCode::InvalidArgument, "max_tokens must be at least 1");
+  if (max_tokens > settings::max_new_tokens())
+    throw Error(ErrorCode::OutOfRange, "max_tokens " + std::to_string(max_tokens) + " exceeds kvg.max_new_tokens (" +
+                                           std::to_string(settings::max_new_tokens()) + ")");
+}
+
+int64_t to_micros(double seconds) { return int64_t(std::llround(seconds * 1e6)); }
+
+int64_t micros_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string text_sha256(const std::string& text) { return to_hex(sha256(std::string_view(text))); }
+
+}  // namespace kvg::pg

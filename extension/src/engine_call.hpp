@@ -1,0 +1,50 @@
+// What every SQL function that runs the engine needs: the model, the options,
+// one SPI connection, the artifact store on it, and how the engine learns of
+// a cancel. Shared by engine_functions.cpp, knowledge_functions.cpp and
+// answer_functions.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/graft.hpp"
+#include "engine/session.hpp"
+#include "extension/src/audit.hpp"
+#include "extension/src/engine_context.hpp"
+#include "extension/src/lo_store.hpp"
+#include "extension/src/spi.hpp"
+
+namespace kvg::pg {
+
+// Tokens per prefill chunk: how often a long prompt checks for cancellation.
+// Chunking never changes the bits (recipe rule 1).
+inline constexpr int64_t kPrefillChunk = 128;
+
+// Turns a pending cancel or statement_timeout into kvg::Error(Cancelled); the
+// entry wrapper lets PostgreSQL report it.
+extern const ProgressCheck kCheckInterrupts;
+
+struct EngineCall {
+  std::shared_ptr<const Model> model = current_model();
+  EngineOptions options = current_engine_options();
+  Spi spi;
+  LoStore store{spi};
+  ArtifactOpener open = [this](const Digest& id) { return store.get(id); };
+
+  // An audit record naming this call's model and recipe.
+  AuditRecord audit(const char* operation) const;
+};
+
+// Refuses a decode budget outside 1 .. kvg.max_new_tokens (22023 / 54000).
+void check_max_tokens(int64_t max_tokens);
+
+// Times as the audit records them: whole microseconds.
+int64_t to_micros(double seconds);
+int64_t micros_since(std::chrono::steady_clock::time_point start);
+
+// Lowercase hex SHA-256 of the text's bytes (input and output hashes).
+std::string text_sha256(const std::string& text);
+
+}  // namespace kvg::pg

@@ -1,0 +1,98 @@
+#include "extension/src/knowledge_deposit.hpp"
+
+#include "common/error.hpp"
+#include "engine/knowledge_prompt.hpp"
+#include "extension/src/prefix_reuse.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/sql_raise.hpp"
+
+namespace kvg::pg {
+
+namespace {
+
+void require_text(const std::string& value, const char* name) {
+  if (value.find_first_not_of(" \t\n\r\v\f") == std::string::npos)
+    throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be empty");
+}
+
+// The same entry again is a repeat; anything else under its key a conflict.
+int64_t existing_id(const KnowledgeEntry& stored, const Deposit& entry) {
+  if (stored.solution == entry.solution && stored.answer == entry.answer && stored.verifier == entry.verifier.spec)
+    return stored.id;
+  raise_sqlstate("23505",
+                 "the question is already in the library (entry " + std::to_string(stored.id) +
+                     ") with another solution, answer or verifier",
+                 "The library keeps one verified solution per question; to replace it, delete the entry from "
+                 "kvg.knowledge and learn again.");
+}
+
+struct Captured {
+  Digest leaf{};
+  int64_t tokens = 0, grafted = 0, graft_us = 0, prefill_us = 0;
+};
+
+// The artifact chain of the entry's prompt, computing only what no stored
+// chain already holds.
+Captured capture_prompt(EngineCall& call, const Deposit& entry) {
+  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
+  const SegmentedPrompt prompt =
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question));
+  Session session(call.model, call.options);
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
+  const auto began = std::chrono::steady_clock::now();
+  session.prefill(std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), kPrefillChunk,
+                  LogitsFor::None, nullptr, kCheckInterrupts);
+  const int64_t prefill_us = micros_since(began);
+  Captured c;
+  c.leaf = *store_segment_links(call, session, grafted, prompt.ends);
+  c.tokens = int64_t(prompt.tokens.size());
+  c.grafted = grafted.tokens;
+  c.graft_us = grafted.micros;
+  c.prefill_us = prefill_us;
+  return c;
+}
+
+}  // namespace
+
+int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+  require_text(entry.question, "question");
+  require_text(entry.solution, "solution");
+  require_text(entry.answer, "answer");
+  if (entry.solve_tokens && *entry.solve_tokens < 0)
+    throw Error(ErrorCode::InvalidArgument, "solve_tokens must be at least 0");
+  const std::string key = library.question_key(entry.question);
+  // contains checks the solution against the answer; the other verifiers
+  // carry their own expectation of the answer.
+  const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
+  if (!passes(call.spi, entry.verifier.spec, entry.question, candidate, entry.answer))
+    raise_sqlstate("22V04",
+                   "the entry fails its verifier " + entry.verifier.spec +
+                       (entry.verifier.kind == Verifier::Kind::Contains ? ": the solution does not contain the answer"
+                                                                        : ": the answer is not accepted"),
+                   "Only verified entries are learned; nothing was stored.");
+
+  AuditRecord audit = call.audit("learn");
+  audit.input_sha256 = text_sha256(entry.question);
+  audit.verified = true;
+  std::optional<int64_t> id;
+  if (const auto stored = library.find(key)) {
+    id = existing_id(*stored, entry);
+    audit.artifact_sha256 = stored->artifact_sha256;
+  } else {
+    const Captured c = capture_prompt(call, entry);
+    id = library.insert(NewEntry{entry.question, key, entry.solution, entry.answer, entry.verifier.spec,
+                                 evidence(entry.verifier, entry.answer), c.leaf, entry.solve_tokens});
+    // Lost a race with a concurrent learn of the same question: it committed first.
+    if (!id) id = existing_id(library.find(key).value(), entry);
+    audit.artifact_sha256 = to_hex(c.leaf);
+    audit.tokens_in = int32_t(c.tokens);
+    audit.tokens_grafted = int32_t(c.grafted);
+    audit.graft_us = c.graft_us;
+    audit.prefill_us = c.prefill_us;
+  }
+  audit.knowledge_id = id;
+  audit_append(call.spi, audit);
+  return *id;
+}
+
+}  // namespace kvg::pg

@@ -1,0 +1,136 @@
+// SQL functions that fill the library: kvg_learn deposits a verified entry,
+// kvg_solve has the model solve a question from scratch and deposits the
+// first attempt its verifier accepts (docs/flywheel.md).
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/answer_line.hpp"
+#include "engine/generate.hpp"
+#include "engine/knowledge_prompt.hpp"
+#include "extension/src/engine_call.hpp"
+#include "extension/src/knowledge_deposit.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/prefix_reuse.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+namespace {
+
+// Attempts after the first sample at this temperature, seeded by attempt
+// number, so a solve is reproducible.
+constexpr float kRetryTemperature = 0.8f;
+constexpr int32 kMaxAttempts = 100;
+
+std::string trimmed(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t\n\r\v\f");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\n\r\v\f") - begin + 1);
+}
+
+}  // namespace
+
+// kvg_learn(question text, solution text, answer text, verifier text default
+// 'contains', solve_tokens bigint default null) returns bigint.
+KVG_SQL_FUNCTION(kvg_learn) {
+  require_arg(fcinfo, 0, "question");
+  require_arg(fcinfo, 1, "solution");
+  require_arg(fcinfo, 2, "answer");
+  require_arg(fcinfo, 3, "verifier");
+  Deposit entry;
+  entry.question = text_arg(fcinfo, 0);
+  entry.solution = text_arg(fcinfo, 1);
+  entry.answer = text_arg(fcinfo, 2);
+  if (!arg_is_null(fcinfo, 4)) entry.solve_tokens = PG_GETARG_INT64(4);
+  EngineCall call;
+  entry.verifier = parse_verifier(call.spi, text_arg(fcinfo, 3));
+  KnowledgeLibrary library(call.spi);
+  PG_RETURN_INT64(deposit(call, library, entry));
+}
+
+// kvg_solve(question text, verifier text, max_tokens int default 64, attempts
+// int default 3) returns table(attempt, answer, verified, tokens_decoded,
+// solve_tokens, decode_ms, knowledge_id, audit_id): the cold prompt is
+// computed once; each attempt decodes up to max_tokens tokens after it
+// (greedy first, then sampled), its first line is the answer, the whole
+// output the solution. solve_tokens counts the prompt once plus every token
+// decoded so far: what the first verified attempt cost.
+KVG_SQL_FUNCTION(kvg_solve) {
+  require_arg(fcinfo, 0, "question");
+  require_arg(fcinfo, 1, "verifier");
+  require_arg(fcinfo, 2, "max_tokens");
+  require_arg(fcinfo, 3, "attempts");
+  const std::string question = text_arg(fcinfo, 0);
+  const int32 max_tokens = PG_GETARG_INT32(2);
+  const int32 attempts = PG_GETARG_INT32(3);
+  check_max_tokens(max_tokens);
+  if (attempts < 1 || attempts > kMaxAttempts)
+    throw Error(ErrorCode::InvalidArgument, "attempts must be in 1.." + std::to_string(kMaxAttempts));
+
+  EngineCall call;
+  const Verifier verifier = parse_verifier(call.spi, text_arg(fcinfo, 1));
+  if (verifier.kind == Verifier::Kind::Contains)
+    throw Error(ErrorCode::InvalidArgument,
+                "kvg_solve needs a verifier that knows a right answer (exact:, regex: or a function); contains "
+                "checks a given solution against a given answer");
+  KnowledgeLibrary library(call.spi);
+  const std::string key = library.question_key(question);
+  const bool known = library.find(key).has_value();
+  if (known) notice("the question is already in the library: kvg_solve solves it again but deposits nothing");
+
+  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
+  const SegmentedPrompt prompt = tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question));
+  const int64_t n = int64_t(prompt.tokens.size());
+  Session session(call.model, call.options);
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
+  // Everything but the last prompt token once; each attempt evaluates that
+  // token again for its logits and decodes from there.
+  const auto began = std::chrono::steady_clock::now();
+  if (session.n_past() < n - 1)
+    session.prefill(std::span<const int32_t>(prompt.tokens.data() + session.n_past(), size_t(n - 1 - session.n_past())),
+                    kPrefillChunk, LogitsFor::None, nullptr, kCheckInterrupts);
+  const int64_t shared_prefill_us = micros_since(began);
+
+  std::vector<std::vector<ResultValue>> rows;
+  int64_t cost = n;
+  for (int32 attempt = 1; attempt <= attempts; ++attempt) {
+    session.truncate(n - 1);
+    GenerateOptions options;
+    options.max_new_tokens = max_tokens;
+    options.sampling.temperature = attempt == 1 ? 0.0f : kRetryTemperature;
+    options.sampling.seed = uint64_t(attempt);
+    options.check = kCheckInterrupts;
+    const GenerateResult r = generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(n - 1)), options);
+    const std::string output = call.model->tokenizer().decode(r.tokens);
+    const std::string answer = first_line(output);
+    cost += int64_t(r.tokens.size());
+    const bool ok = !answer.empty() && passes(call.spi, verifier.spec, question, answer, std::nullopt);
+
+    AuditRecord audit = call.audit("solve");
+    audit.input_sha256 = text_sha256(question);
+    audit.set_output(output);
+    audit.verified = ok;
+    audit.tokens_in = int32_t(n);
+    audit.tokens_out = int32_t(r.tokens.size());
+    audit.tokens_grafted = int32_t(attempt == 1 ? grafted_tokens_used(grafted, n) : 0);
+    if (attempt == 1) audit.graft_us = grafted.micros;
+    // The prompt prefilled once counts for the first attempt.
+    audit.prefill_us = to_micros(r.prefill_seconds) + (attempt == 1 ? shared_prefill_us : 0);
+    audit.decode_us = to_micros(r.decode_seconds);
+    const int64_t audit_id = audit_append(call.spi, audit);
+
+    std::optional<int64_t> knowledge_id;
+    if (ok && !known) knowledge_id = deposit(call, library, Deposit{question, trimmed(output), answer, verifier, cost});
+    rows.push_back({Int32GetDatum(attempt), text_result(answer), BoolGetDatum(ok),
+                    Int32GetDatum(int32(r.tokens.size())), Int64GetDatum(cost),
+                    Float8GetDatum(double(to_micros(r.prefill_seconds) + *audit.decode_us) / 1000),
+                    knowledge_id ? ResultValue(Int64GetDatum(*knowledge_id)) : std::nullopt, Int64GetDatum(audit_id)});
+    if (ok) break;
+  }
+  return_rows(fcinfo, rows);
+  return Datum(0);
+}

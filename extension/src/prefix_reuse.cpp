@@ -1,0 +1,47 @@
+#include "extension/src/prefix_reuse.hpp"
+
+#include "common/error.hpp"
+#include "extension/src/settings.hpp"
+
+namespace kvg::pg {
+
+Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
+                            const StoredPrefix& start) {
+  StoredPrefix chain = start;
+  if (settings::prefix_reuse()) {
+    const LinkLookup lookup = [&](const std::optional<Digest>& parent, std::span<const Digest> hashes) {
+      return call.store.links(parent, hashes, call.model->fingerprint(), kRecipe);
+    };
+    chain = longest_stored_prefix(prompt, chain, lookup);
+  }
+  Grafted grafted;
+  if (!chain.leaf) return grafted;
+  const auto began = std::chrono::steady_clock::now();
+  // graft() verifies every link against the prompt, the model and its bytes.
+  grafted.tokens = graft(session, *chain.leaf, call.open, prompt).n_tokens;
+  grafted.leaf = chain.leaf;
+  grafted.micros = micros_since(began);
+  return grafted;
+}
+
+int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens) {
+  return grafted.tokens < prompt_tokens ? grafted.tokens : prompt_tokens - 1;
+}
+
+std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
+                                          std::span<const int64_t> ends) {
+  std::optional<Digest> parent = grafted.leaf;
+  int64_t from = grafted.tokens;
+  for (const int64_t end : ends) {
+    if (end <= from) continue;
+    auto sink = call.store.writer();
+    const Digest written = capture(session, from, end, parent, sink);
+    const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)));
+    if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
+    parent = stored;
+    from = end;
+  }
+  return parent;
+}
+
+}  // namespace kvg::pg

@@ -1,0 +1,44 @@
+// Automatic prefix reuse inside the database: graft the longest stored chain
+// that begins a prompt (found through kvg.artifacts' (parent_sha256,
+// tokens_sha256) index, engine/prefix_search.hpp), and store the segments a
+// call computed as new chain links so that the next call grafts them.
+// kvg.prefix_reuse = off turns both off: everything is then computed, and the
+// output is the same bytes (the tests compare the two).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "engine/prefix_search.hpp"
+#include "extension/src/engine_call.hpp"
+
+namespace kvg::pg {
+
+struct Grafted {
+  std::optional<Digest> leaf;  // the chain put into the session (nullopt: none)
+  int64_t tokens = 0;          // positions it filled
+  int64_t micros = 0;          // time the graft took (reading and verifying included)
+};
+
+// Grafts into `session` (empty) the chain `start` names when it has a leaf —
+// always, as the caller asked for it — extended by the longest stored chain
+// continuing it when kvg.prefix_reuse is on; without one, the longest stored
+// chain beginning `prompt`, if any. `start.end` is the number of tokens of
+// its chain, which `prompt` must begin with.
+Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
+                            const StoredPrefix& start = {});
+
+// Prompt positions whose KV a graft put in place and the forward pass did not
+// recompute: a wholly grafted prompt has its last token evaluated again for
+// its logits (engine/generate.cpp).
+int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens);
+
+// Stores positions [grafted.tokens, ends.back()) of the session as chain links
+// continuing grafted.leaf, one per segment end (`ends`, increasing), and
+// returns the last link: the artifact of the whole prompt. Content already
+// stored is stored once.
+std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
+                                          std::span<const int64_t> ends);
+
+}  // namespace kvg::pg

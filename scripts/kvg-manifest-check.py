@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Checks a kvg manifest (SELECT kvg_manifest(...)) without kvg or a database.
+
+    kvg-manifest-check.py MANIFEST.json [--answers KEY.json]
+
+For every audit row in the manifest it recomputes
+
+  * the row hash, from the row's fields, by the canonical encoding of
+    docs/audit-chain.md (kvg-audit-v2);
+  * the chain link: each row's prev_hash is the previous row's row_hash (and
+    64 zeros for audit row 1), and the head, when the manifest reaches it,
+    names the last row;
+  * the output hash: SHA-256 of output_text's UTF-8 bytes is output_sha256.
+
+With --answers it also re-scores the answers: KEY.json maps a question to its
+right answer; an 'answer' row whose input_sha256 is the SHA-256 of a key's
+question is right when the answer's words contain the key's words (the rule of
+the 'contains' verifier, docs/flywheel.md). It prints the score per mode.
+
+Exits 0 when every hash and link holds, 1 on any mismatch (each one is printed
+to stderr), 2 when the file cannot be read. Standard library only.
+"""
+import argparse
+import hashlib
+import json
+import re
+import sys
+
+ZERO_HASH = "0" * 64
+# The fields of kvg-audit-v2, in order (docs/audit-chain.md).
+FIELDS = ["id", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256", "artifact_sha256",
+          "output_sha256", "logits_sha256", "tokens_in", "tokens_out", "tokens_grafted", "mode", "knowledge_id",
+          "verified", "output_text", "graft_us", "prefill_us", "decode_us", "prev_hash"]
+
+
+def field_text(value):
+    """A column value as the canonical encoding writes it (None is SQL NULL)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"unexpected value {value!r}")
+
+
+def row_hash(entry):
+    text = "kvg-audit-v2\n"
+    for name in FIELDS:
+        value = field_text(entry.get(name))
+        text += "-\n" if value is None else f"{len(value.encode('utf-8'))}:{value}\n"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_text(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def words(text):
+    """kvg.answer_words: ASCII letters lower-cased, other ASCII non-alphanumerics separate words."""
+    lowered = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+    return re.sub(r"[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+", " ", lowered).strip(" ")
+
+
+def contains(candidate, reference):
+    ref = words(reference)
+    return ref != "" and f" {ref} " in f" {words(candidate)} "
+
+
+def check(manifest):
+    """Problems found, as (id, message) pairs."""
+    problems = []
+    if manifest.get("row_encoding") != "kvg-audit-v2":
+        problems.append((None, f"unknown row encoding {manifest.get('row_encoding')!r}"))
+        return problems
+    previous = None
+    for entry in manifest["entries"]:
+        rid = entry.get("id")
+        if row_hash(entry) != entry.get("row_hash"):
+            problems.append((rid, "row_hash does not match the row's fields"))
+        if previous is not None and entry.get("prev_hash") != previous.get("row_hash"):
+            problems.append((rid, "prev_hash is not the previous row's row_hash"))
+        if previous is None and rid == 1 and entry.get("prev_hash") != ZERO_HASH:
+            problems.append((rid, "the first audit row does not link to 64 zeros"))
+        if entry.get("output_text") is not None and sha256_text(entry["output_text"]) != entry.get("output_sha256"):
+            problems.append((rid, "output_sha256 is not the SHA-256 of output_text"))
+        previous = entry
+    head = manifest.get("head")
+    if previous is not None and head and head.get("last_id") == previous.get("id") \
+            and head.get("last_hash") != previous.get("row_hash"):
+        problems.append((previous.get("id"), "the chain head does not name the last row"))
+    return problems
+
+
+def rescore(manifest, key):
+    """{mode: [right, total]} over 'answer' rows whose question is in the key."""
+    by_hash = {sha256_text(question): answer for question, answer in key.items()}
+    scores = {}
+    for entry in manifest["entries"]:
+        if entry.get("operation") != "answer" or entry.get("input_sha256") not in by_hash:
+            continue
+        right = contains(entry.get("output_text") or "", by_hash[entry["input_sha256"]])
+        score = scores.setdefault(entry.get("mode"), [0, 0])
+        score[0] += right
+        score[1] += 1
+    return scores
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("manifest")
+    parser.add_argument("--answers", help="JSON object: question -> right answer")
+    args = parser.parse_args()
+    try:
+        with open(args.manifest, encoding="utf-8") as f:
+            manifest = json.load(f)
+        key = None
+        if args.answers:
+            with open(args.answers, encoding="utf-8") as f:
+                key = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"cannot read: {e}", file=sys.stderr)
+        return 2
+
+    problems = check(manifest)
+    for rid, message in problems:
+        print(f"audit row {rid}: {message}", file=sys.stderr)
+    entries = manifest.get("entries", [])
+    outputs = sum(1 for e in entries if e.get("output_text") is not None)
+    if problems:
+        print(f"manifest REJECTED: {len(problems)} problem(s) in {len(entries)} rows")
+    else:
+        print(f"manifest ok: {len(entries)} rows, every row hash and chain link holds, {outputs} outputs re-hashed")
+    if key is not None:
+        for mode, (right, total) in sorted(rescore(manifest, key).items(), key=lambda kv: str(kv[0])):
+            print(f"re-scored {mode}: {right}/{total} right")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
