@@ -30,4 +30,10 @@ if [ "$(id -u)" = 0 ] && ! as_postgres test -r "$model"; then
   echo "the postgres user cannot read $model: make it (and its directories) readable" >&2
   exit 1
 fi
-psql -X -q -d postgres -v model="$model" -f "$repo/scripts/demo.sql"
+manifest=$repo/build/demo-manifest.json
+psql -X -q -d postgres -v model="$model" -v manifest="$manifest" -f "$repo/scripts/demo.sql"
+echo
+echo "== Manifest re-checked without the engine (scripts/kvg-manifest-check.py $manifest)"
+python3 "$repo/scripts/kvg-manifest-check.py" "$manifest"
+echo
+echo "For the full flywheel table (both shared models, cold / solved / recurring / transfer): scripts/flywheel-demo.sh"

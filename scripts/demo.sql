@@ -45,8 +45,12 @@ DECLARE
   started timestamptz;
   out text;
 BEGIN
+  -- Automatic prefix reuse would graft the stored knowledge here too: off,
+  -- so that this run really recomputes everything.
+  PERFORM set_config('kvg.prefix_reuse', 'off', true);
   started := clock_timestamp();
   out := kvg_generate(knowledge || ' One day, Lily', 24);
+  PERFORM set_config('kvg.prefix_reuse', 'on', true);
   INSERT INTO runs VALUES ('cold', out, extract(epoch FROM clock_timestamp() - started) * 1000);
   started := clock_timestamp();
   out := kvg_generate(' One day, Lily', 24, artifact => artifact);
@@ -60,8 +64,32 @@ SELECT (SELECT output FROM runs WHERE mode = 'cold') = (SELECT output FROM runs 
          AS speedup;
 
 \echo
+\echo == Answer: learn a verified fact once, then answer its question by graft (recurring), a related one by transfer
+SET kvg.knowledge_template = E'{solution}\n{question}';
+SELECT kvg_learn('Zoe wore her',
+                 'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.',
+                 'pink') AS knowledge_id;
+SELECT answer, mode, verified, tokens_grafted AS grafted, tokens_prefilled AS prefilled, tokens_decoded AS decoded
+FROM kvg_answer_detail('Zoe wore her', 8)
+UNION ALL
+SELECT answer, mode, verified, tokens_grafted, tokens_prefilled, tokens_decoded FROM kvg_answer_detail('Zoe had a', 8)
+UNION ALL
+SELECT answer, mode, verified, tokens_grafted, tokens_prefilled, tokens_decoded
+FROM kvg_answer_detail('The sky above the old mill was', 8);
+SELECT * FROM kvg.stats;
+
+\echo
 \echo == Audit: one hash-chained row per engine call, in the same transaction as the call
 SELECT id, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
        left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out
 FROM kvg.audit ORDER BY id;
 SELECT kvg_audit_verify() IS NULL AS audit_chain_verifies, kvg_artifact_verify(:'artifact') AS artifact_verifies;
+
+-- A manifest a third party can re-check without the engine or the database.
+\pset tuples_only on
+\pset format unaligned
+\o :manifest
+SELECT kvg_manifest();
+\o
+\pset tuples_only off
+\pset format aligned
