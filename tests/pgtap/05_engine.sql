@@ -78,9 +78,6 @@ SELECT set_config('kvg.device', 'cuda', true) \g /dev/null
 \if :has_gpu
 SELECT is(public.kvg_generate('Once upon a time', 32), :'cpu_story', 'cuda generates what cpu generates');
 \else
--- TODO until Session honours EngineOptions::device (engine/cuda_forward.* is
--- not wired into the forward pass yet): the engine then runs on the CPU.
-SELECT todo('the engine does not route kvg.device to CUDA yet', 1);
 SELECT throws_ok($$SELECT public.kvg_generate('Once upon a time', 4)$$, '0A000', NULL,
                  'kvg.device = cuda without a usable GPU is refused');
 \endif
