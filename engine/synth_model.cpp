@@ -265,16 +265,12 @@ SynthVocab synth_vocab(int n_vocab) {
   return v;
 }
 
-void write_synth_model(const SynthOptions& o, const std::string& path) {
-  const std::vector<SynthTensor> tensors = synth_tensors(o);  // validates
+void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::string& name) {
   const SynthVocab vocab = synth_vocab(o.n_vocab);
   const TensorType mat = parse_type(o.type);
-
-  gguf::Writer w;
   w.add_string("general.architecture", o.architecture);
   const std::string a = o.architecture + ".";
-  w.add_string("general.name", "kvg-synth " + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer) + " " +
-                                   o.type + " seed " + std::to_string(o.seed));
+  w.add_string("general.name", name);
   w.add_u32("general.file_type", file_type(mat));
   if (mat == TensorType::Q8_0) w.add_u32("general.quantization_version", 2);
   w.add_u32(a + "context_length", uint32_t(o.n_ctx));
@@ -297,6 +293,13 @@ void write_synth_model(const SynthOptions& o, const std::string& path) {
   w.add_bool("tokenizer.ggml.add_bos_token", true);
   w.add_bool("tokenizer.ggml.add_eos_token", false);
 
+}
+
+void write_synth_model(const SynthOptions& o, const std::string& path) {
+  const std::vector<SynthTensor> tensors = synth_tensors(o);  // validates
+  gguf::Writer w;
+  add_synth_metadata(w, o, "kvg-synth " + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer) + " " + o.type +
+                               " seed " + std::to_string(o.seed));
   for (size_t i = 0; i < tensors.size(); ++i)
     w.add_tensor(tensors[i].name, tensors[i].ne, tensors[i].type, tensor_producer(o.seed, i, tensors[i]));
   w.write(path);

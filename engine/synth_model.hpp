@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/gguf/gguf_file.hpp"
+#include "engine/gguf/gguf_writer.hpp"
 
 namespace kvg {
 
@@ -40,6 +41,10 @@ struct SynthOptions {
 // grow with the model). Throws kvg::Error: InvalidArgument for an unusable
 // shape or type, Io when the file cannot be written.
 void write_synth_model(const SynthOptions& options, const std::string& path);
+
+// The metadata write_synth_model writes (architecture, hyper-parameters,
+// tokenizer), for writers that encode the same tensors in other formats.
+void add_synth_metadata(gguf::Writer& writer, const SynthOptions& options, const std::string& name);
 
 // The tensors write_synth_model writes, in file order (index = tensor index).
 struct SynthTensor {

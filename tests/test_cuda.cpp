@@ -37,6 +37,7 @@
 #include "kernels/cuda/cuda_runtime_probe.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
+#include "tests/memory_artifacts.hpp"
 #include "tests/shared_data.hpp"
 
 #ifdef KVG_HAVE_CUDA
@@ -200,28 +201,8 @@ void write_synth_as(const SynthOptions& options, gguf::TensorType matrix_type, c
   SynthOptions f32 = options;
   f32.type = "f32";
   const std::vector<SynthTensor> tensors = synth_tensors(f32);
-  const SynthVocab vocab = synth_vocab(options.n_vocab);
-  const std::string a = options.architecture + ".";
   gguf::Writer w;
-  w.add_string("general.architecture", options.architecture);
-  w.add_string("general.name", "kvg-synth test " + std::string(gguf::tensor_type_name(matrix_type)));
-  w.add_u32(a + "context_length", uint32_t(options.n_ctx));
-  w.add_u32(a + "embedding_length", uint32_t(options.n_embd));
-  w.add_u32(a + "feed_forward_length", uint32_t(options.n_ff));
-  w.add_u32(a + "block_count", uint32_t(options.n_layer));
-  w.add_u32(a + "attention.head_count", uint32_t(options.n_head));
-  w.add_u32(a + "attention.head_count_kv", uint32_t(options.n_head_kv));
-  w.add_u32(a + "rope.dimension_count", uint32_t(options.n_embd / options.n_head));
-  w.add_f32(a + "rope.freq_base", options.rope_base);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  w.add_u32(a + "vocab_size", uint32_t(options.n_vocab));
-  w.add_string("tokenizer.ggml.model", "llama");
-  w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));
-  w.add_array("tokenizer.ggml.scores", std::span<const float>(vocab.scores));
-  w.add_array("tokenizer.ggml.token_type", std::span<const int32_t>(vocab.types));
-  w.add_u32("tokenizer.ggml.unknown_token_id", 0);
-  w.add_u32("tokenizer.ggml.bos_token_id", 1);
-  w.add_u32("tokenizer.ggml.eos_token_id", 2);
+  add_synth_metadata(w, f32, "kvg-synth test " + std::string(gguf::tensor_type_name(matrix_type)));
   for (size_t i = 0; i < tensors.size(); ++i) {
     const SynthTensor& t = tensors[i];
     const gguf::TensorType type = t.ne.size() == 1 ? gguf::TensorType::F32 : matrix_type;  // norms, biases
@@ -762,22 +743,7 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
 // Grafts across devices (GPU only), driving CudaForward directly on the host
 // cache of a CPU session, exactly as the Session wiring does.
 
-struct MemoryArtifacts {
-  std::map<Digest, std::vector<uint8_t>> bytes;
-  ArtifactOpener opener() {
-    return [this](const Digest& id) -> std::unique_ptr<ByteSource> {
-      auto it = bytes.find(id);
-      if (it == bytes.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found");
-      return std::make_unique<MemorySource>(it->second);
-    };
-  }
-  Digest capture_from(const Session& session, int64_t from, int64_t to) {
-    MemorySink sink;
-    const Digest id = capture(session, from, to, std::nullopt, sink);
-    bytes[id] = sink.bytes();
-    return id;
-  }
-};
+using test::MemoryArtifacts;
 
 class CudaGraft : public ::testing::TestWithParam<const char*> {
  protected:

@@ -11,38 +11,24 @@
 #include "engine/graft_check.hpp"
 #include "engine/synth_model.hpp"
 #include "storage/artifact_format.hpp"
+#include "tests/memory_artifacts.hpp"
 #include "tests/shared_data.hpp"
 
 namespace kvg {
 namespace {
 
-// An in-memory content-addressed map: enough store for engine tests.
-struct MemoryArtifacts {
-  std::map<Digest, std::vector<uint8_t>> bytes;
-
-  ArtifactOpener opener() {
-    return [this](const Digest& id) -> std::unique_ptr<ByteSource> {
-      auto it = bytes.find(id);
-      if (it == bytes.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found");
-      return std::make_unique<MemorySource>(it->second);
-    };
-  }
-
-  // Captures positions [from, to) of `tokens` (grafting the parent first).
-  Digest capture_prefix(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t from,
-                        int64_t to, std::optional<Digest> parent, int threads = 1) {
-    EngineOptions options;
-    options.threads = threads;
-    Session session(model, options);
-    if (parent) graft(session, *parent, opener(), tokens);
-    EXPECT_EQ(session.n_past(), from);
-    session.prefill(std::span<const int32_t>(tokens.data() + from, size_t(to - from)), 0, LogitsFor::None, nullptr);
-    MemorySink sink;
-    const Digest id = capture(session, from, to, parent, sink);
-    bytes[id] = sink.bytes();
-    return id;
-  }
-};
+// Captures positions [from, to) of `tokens` into `store` (grafting the parent first).
+Digest capture_prefix(test::MemoryArtifacts& store, std::shared_ptr<const Model> model,
+                      const std::vector<int32_t>& tokens, int64_t from, int64_t to, std::optional<Digest> parent,
+                      int threads = 1) {
+  EngineOptions options;
+  options.threads = threads;
+  Session session(model, options);
+  if (parent) graft(session, *parent, store.opener(), tokens);
+  EXPECT_EQ(session.n_past(), from);
+  session.prefill(std::span<const int32_t>(tokens.data() + from, size_t(to - from)), 0, LogitsFor::None, nullptr);
+  return store.capture_from(session, from, to, parent);
+}
 
 std::vector<int32_t> story_tokens(const Model& model, size_t n) {
   std::vector<int32_t> ids = {1};
@@ -57,14 +43,14 @@ class GraftOnModel : public ::testing::TestWithParam<const char*> {
     model_ = Model::load(test::shared_path(GetParam()));
   }
   std::shared_ptr<const Model> model_;
-  MemoryArtifacts store_;
+  test::MemoryArtifacts store_;
 };
 
 TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
   const auto tokens = story_tokens(*model_, 75);
   for (int threads : {1, 2})
     for (int64_t split : {int64_t(1), int64_t(2), int64_t(31), int64_t(32), int64_t(33), int64_t(40), int64_t(74)}) {
-      const Digest id = store_.capture_prefix(model_, tokens, 0, split, std::nullopt, threads);
+      const Digest id = capture_prefix(store_, model_, tokens, 0, split, std::nullopt, threads);
       EngineOptions engine;
       engine.threads = threads;
       GraftCheckOptions options;
@@ -81,9 +67,9 @@ TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
 
 TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
   const auto tokens = story_tokens(*model_, 90);
-  const Digest a = store_.capture_prefix(model_, tokens, 0, 20, std::nullopt);
-  const Digest b = store_.capture_prefix(model_, tokens, 20, 45, a);
-  const Digest c = store_.capture_prefix(model_, tokens, 45, 77, b);
+  const Digest a = capture_prefix(store_, model_, tokens, 0, 20, std::nullopt);
+  const Digest b = capture_prefix(store_, model_, tokens, 20, 45, a);
+  const Digest c = capture_prefix(store_, model_, tokens, 45, 77, b);
   for (const Digest& leaf : {b, c}) {
     GraftCheckOptions options;
     options.samples = 50;
@@ -118,8 +104,8 @@ class GraftRefusal : public ::testing::Test {
     KVG_REQUIRE_SHARED(test::kStories260K);
     model_ = Model::load(test::shared_path(test::kStories260K));
     tokens_ = story_tokens(*model_, 30);
-    root_ = store_.capture_prefix(model_, tokens_, 0, 12, std::nullopt);
-    leaf_ = store_.capture_prefix(model_, tokens_, 12, 20, root_);
+    root_ = capture_prefix(store_, model_, tokens_, 0, 12, std::nullopt);
+    leaf_ = capture_prefix(store_, model_, tokens_, 12, 20, root_);
   }
 
   // Grafts and returns the error; the session must be unchanged afterwards.
@@ -137,7 +123,7 @@ class GraftRefusal : public ::testing::Test {
 
   std::shared_ptr<const Model> model_;
   std::vector<int32_t> tokens_;
-  MemoryArtifacts store_;
+  test::MemoryArtifacts store_;
   Digest root_{}, leaf_{};
 };
 
