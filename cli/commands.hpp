@@ -13,5 +13,6 @@ int cmd_synth(int argc, char** argv);
 int cmd_capture(int argc, char** argv);
 int cmd_verify(int argc, char** argv);
 int cmd_graft_check(int argc, char** argv);
+int cmd_synth_artifact(int argc, char** argv);
 
 }  // namespace kvg::cli

@@ -34,6 +34,7 @@ const Command kCommands[] = {
      "--model M [--lengths 64,128,...] [--store DIR] [--threads T] [--repeat R]"},
     {"synth", kvg::cli::cmd_synth,
      "--out F.gguf --n-embd .. --n-layer .. --n-head .. --n-head-kv .. --n-ff .. --vocab .. --type f32|f16|q8_0 --seed S"},
+    {"synth-artifact", kvg::cli::cmd_synth_artifact, "--bytes N --out FILE [--seed S]  (benchmark helper: random KV)"},
 };
 
 void usage(std::FILE* out) {
