@@ -121,15 +121,7 @@ void block(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, 
 
 void matmul_block_avx2(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t t1,
                        int64_t r0, int64_t r1, float* y, int64_t y_stride) {
-  switch (w.type) {
-    case WeightType::F32: return block<WeightType::F32>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::F16: return block<WeightType::F16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::BF16: return block<WeightType::BF16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q8_0: return block<WeightType::Q8_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q4_K: return block<WeightType::Q4_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q6_K: return block<WeightType::Q6_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-  }
+  with_weight_type(w.type, [&](auto type) { block<decltype(type)::value>(w, x, x_stride, t0, t1, r0, r1, y, y_stride); });
 }
 
 float dot_avx2(const float* a, const float* b, int64_t n) {

@@ -165,15 +165,7 @@ void block(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, 
 
 void matmul_block_avx512(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t t1,
                          int64_t r0, int64_t r1, float* y, int64_t y_stride) {
-  switch (w.type) {
-    case WeightType::F32: return block<WeightType::F32>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::F16: return block<WeightType::F16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::BF16: return block<WeightType::BF16>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q8_0: return block<WeightType::Q8_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q4_0: return block<WeightType::Q4_0>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q4_K: return block<WeightType::Q4_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-    case WeightType::Q6_K: return block<WeightType::Q6_K>(w, x, x_stride, t0, t1, r0, r1, y, y_stride);
-  }
+  with_weight_type(w.type, [&](auto type) { block<decltype(type)::value>(w, x, x_stride, t0, t1, r0, r1, y, y_stride); });
 }
 
 namespace {
@@ -193,15 +185,7 @@ void dequantize_rows(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) 
 }  // namespace
 
 void dequantize_rows_avx512(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
-  switch (w.type) {
-    case WeightType::F32: return dequantize_rows<WeightType::F32>(w, r0, r1, out);
-    case WeightType::F16: return dequantize_rows<WeightType::F16>(w, r0, r1, out);
-    case WeightType::BF16: return dequantize_rows<WeightType::BF16>(w, r0, r1, out);
-    case WeightType::Q8_0: return dequantize_rows<WeightType::Q8_0>(w, r0, r1, out);
-    case WeightType::Q4_0: return dequantize_rows<WeightType::Q4_0>(w, r0, r1, out);
-    case WeightType::Q4_K: return dequantize_rows<WeightType::Q4_K>(w, r0, r1, out);
-    case WeightType::Q6_K: return dequantize_rows<WeightType::Q6_K>(w, r0, r1, out);
-  }
+  with_weight_type(w.type, [&](auto type) { dequantize_rows<decltype(type)::value>(w, r0, r1, out); });
 }
 
 float dot_avx512(const float* a, const float* b, int64_t n) {

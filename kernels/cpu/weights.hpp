@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace kvg {
 
@@ -28,6 +29,24 @@ struct WeightMatrix {
 
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };
+
+// Calls f(std::integral_constant<WeightType, T>{}) for the runtime type t,
+// so a kernel templated on the format is instantiated once per format and
+// chosen with one switch.
+template <typename F>
+decltype(auto) with_weight_type(WeightType t, F&& f) {
+  using T = WeightType;
+  switch (t) {
+    case T::F16: return f(std::integral_constant<T, T::F16>{});
+    case T::BF16: return f(std::integral_constant<T, T::BF16>{});
+    case T::Q8_0: return f(std::integral_constant<T, T::Q8_0>{});
+    case T::Q4_0: return f(std::integral_constant<T, T::Q4_0>{});
+    case T::Q4_K: return f(std::integral_constant<T, T::Q4_K>{});
+    case T::Q6_K: return f(std::integral_constant<T, T::Q6_K>{});
+    case T::F32: break;
+  }
+  return f(std::integral_constant<T, T::F32>{});
+}
 
 // out[0..cols) = row r of W as fp32 (exact).
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out);
