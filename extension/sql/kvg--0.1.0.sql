@@ -546,39 +546,28 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA kvg FROM PUBLIC;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA kvg FROM PUBLIC;
 -- The user-facing kvg_* functions live in schema public, so that they are
 -- callable as kvg_*(...) right after CREATE EXTENSION with the default
--- search_path; the extension's tables and helpers stay in schema kvg.
-REVOKE EXECUTE ON FUNCTION
-  public.kvg_capture(text, text),
-  public.kvg_generate(text, integer, text, bigint, double precision),
-  public.kvg_graft_check(text, text, integer),
-  public.kvg_model_info(),
-  public.kvg_import(bytea),
-  public.kvg_export(text),
-  public.kvg_artifact_verify(text),
-  public.kvg_audit_verify(),
-  public.kvg_learn(text, text, text, text, bigint),
-  public.kvg_solve(text, text, integer, integer),
-  public.kvg_answer_detail(text, integer),
-  public.kvg_answer(text, integer),
-  public.kvg_manifest(bigint, bigint)
-FROM PUBLIC;
+-- search_path; the extension's tables and helpers stay in schema kvg. They
+-- are found as members of this extension, so the list is never restated.
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN
+    SELECT p.oid::regprocedure
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'kvg'
+    WHERE p.pronamespace = 'public'::regnamespace
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO kvg_user', f);
+  END LOOP;
+END
+$$;
 
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
 GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats TO kvg_user;
 GRANT EXECUTE ON FUNCTION
-  public.kvg_capture(text, text),
-  public.kvg_generate(text, integer, text, bigint, double precision),
-  public.kvg_graft_check(text, text, integer),
-  public.kvg_model_info(),
-  public.kvg_import(bytea),
-  public.kvg_export(text),
-  public.kvg_artifact_verify(text),
-  public.kvg_audit_verify(),
-  public.kvg_learn(text, text, text, text, bigint),
-  public.kvg_solve(text, text, integer, integer),
-  public.kvg_answer_detail(text, integer),
-  public.kvg_answer(text, integer),
-  public.kvg_manifest(bigint, bigint),
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
   -- The C code calls these as the caller (a verifier must run with the
