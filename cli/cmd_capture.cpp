@@ -27,7 +27,7 @@ int cmd_capture(int argc, char** argv) {
     const auto id = digest_from_hex(args.get("parent"));
     if (!id) throw Error(ErrorCode::InvalidArgument, "--parent must be a 64-character hex SHA-256");
     parent = *id;
-    const ArtifactRef ref{*id, [store](const Digest& d) { return store->get(d); }};
+    const ArtifactRef ref{*id, [store](const Digest& d) { return store->get_unverified(d); }};
     prefix = prompt_after_artifact(args, *model, chain_tokens(ref));
     graft(session, *id, ref.open, prefix);
   } else {

@@ -17,8 +17,9 @@
 
 namespace kvg {
 
-// Opens the bytes of an artifact by identity (a store's get(), or a file).
-// Must throw kvg::Error(NotFound) for an unknown identity.
+// Opens the bytes of an artifact by identity (a store's get_unverified(), or
+// a file). Must throw kvg::Error(NotFound) for an unknown identity. It need
+// not check the hash: graft() compares every link's identity with its name.
 using ArtifactOpener = std::function<std::unique_ptr<ByteSource>(const Digest&)>;
 
 // The header an artifact of positions [from, to) of this session would have.

@@ -150,17 +150,18 @@ Digest FileStore::put(ByteSource& src) {
   return id;
 }
 
-std::unique_ptr<ByteSource> FileStore::get(const Digest& id) {
-  const std::string path = path_of(id);
-  std::unique_ptr<ByteSource> file;
+std::unique_ptr<ByteSource> FileStore::get_unverified(const Digest& id) {
   try {
-    file = std::make_unique<FileSource>(path);
+    return std::make_unique<FileSource>(path_of(id));
   } catch (const Error& e) {
     if (e.code() == ErrorCode::NotFound)
       throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found in store '" + dir_ + "'");
     throw;
   }
-  return std::make_unique<HashVerifyingSource>(std::move(file), id, "artifact file '" + path + "'");
+}
+
+std::unique_ptr<ByteSource> FileStore::get(const Digest& id) {
+  return std::make_unique<HashVerifyingSource>(get_unverified(id), id, "artifact file '" + path_of(id) + "'");
 }
 
 bool FileStore::exists(const Digest& id) {

@@ -165,6 +165,30 @@ TEST(FileStore, CorruptedFileIsDetectedOnRead) {
   EXPECT_THROW(read_to_end(*cut), Error);
 }
 
+// get_unverified hands back the bytes as stored — damaged ones included — for
+// readers that check the identity themselves; it still knows what is absent.
+TEST(FileStore, GetUnverifiedReturnsTheStoredBytesUnchecked) {
+  ScratchDir scratch("fs-unverified");
+  FileStore store(scratch.path);
+  std::vector<uint8_t> bytes = pattern(70000, 5);
+  Digest id = put_bytes(store, bytes);
+  EXPECT_EQ(read_to_end(*store.get_unverified(id)), bytes);
+  {
+    std::fstream f(store.path_of(id), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put(static_cast<char>(bytes[100] ^ 0x01));
+  }
+  bytes[100] ^= 0x01;
+  EXPECT_EQ(read_to_end(*store.get_unverified(id)), bytes);
+  EXPECT_THROW(read_to_end(*store.get(id)), Error);
+  try {
+    store.get_unverified(sha256(std::string_view("absent")));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NotFound);
+  }
+}
+
 TEST(FileStore, PutReplacesAWrongSizedObject) {
   ScratchDir scratch("fs-repair");
   FileStore store(scratch.path);

@@ -64,6 +64,11 @@ head -c 100 "$tmp/a.kvga" >"$tmp/short.kvga"
 check "verify refuses a truncated file" fails "$kvg" verify "$tmp/short.kvga"
 check "graft refuses a diverging prompt" bash -c "'$kvg' logits --model '$model' --tokens 1,403,407,261,378,400,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'position 5: the artifact has token 432, the prompt has 400'"
 check "graft refuses another model" bash -c "'$kvg' logits --model '$q8' --tokens 1,403,407,261,378,432,5 --artifact '$tmp/a.kvga' --out '$tmp/x' 2>&1 | grep -q 'model mismatch'"
+stored=$(ls "$store"/*/"$root".kvga)
+cp "$stored" "$tmp/root.bak"
+printf '\x02' | dd of="$stored" bs=1 seek=300 conv=notrunc 2>/dev/null
+check "graft refuses a damaged artifact in the store" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$store' --text ' x' 2>&1 | grep -qE 'corrupt|hash'"
+cp "$tmp/root.bak" "$stored"
 check "missing parent names the store" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$tmp/empty' --text ' x' 2>&1 | grep -q 'not found'"
 check "--device cuda without a GPU (or CUDA build) fails clearly" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 2 --device cuda 2>&1 | grep -qiE 'cuda|gpu'"
 check "--device auto falls back to the CPU" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 16 --device auto | grep -q 'Once upon a time'"
