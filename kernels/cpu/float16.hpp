@@ -6,31 +6,13 @@
 #include <bit>
 #include <cstdint>
 
+#include "kernels/quant_bits.hpp"
+
 namespace kvg {
 
 inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
-inline float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1f;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0x1f) {  // inf / nan
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {  // normal
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {  // signed zero
-    bits = sign;
-  } else {  // subnormal: renormalise
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
+inline float f16_to_f32(uint16_t h) { return std::bit_cast<float>(f16_bits_to_f32_bits(h)); }
 
 inline uint16_t f32_to_f16(float value) {
   const uint32_t x = std::bit_cast<uint32_t>(value);

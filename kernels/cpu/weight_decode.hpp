@@ -59,13 +59,7 @@ inline void decode_chunk(WeightType type, const uint8_t* row, int64_t k, int n, 
       const uint8_t* scales = block + 4;
       const int e = int(k % 256), sub = e / 32;  // a 16-chunk never straddles a sub-block
       int sc, mn;
-      if (sub < 4) {
-        sc = scales[sub] & 63;
-        mn = scales[sub + 4] & 63;
-      } else {
-        sc = (scales[sub + 4] & 0x0f) | ((scales[sub - 4] >> 6) << 4);
-        mn = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
-      }
+      q4k_scale_min(scales, sub, &sc, &mn);
       const float scale = d * float(sc), offset = dmin * float(mn);
       const uint8_t* q = block + 16 + (e / 64) * 32 + (e % 32);
       const bool high = (e % 64) >= 32;

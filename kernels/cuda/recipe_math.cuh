@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/weights.hpp"
+#include "kernels/quant_bits.hpp"
 
 namespace kvg::cuda::detail {
 
@@ -23,27 +24,7 @@ __device__ __forceinline__ float f32_from_bits(uint32_t bits) { return __uint_as
 
 // f16 -> f32 exactly as kernels/cpu/float16.hpp: pure integer code, including
 // subnormals and NaN payloads, so no hardware conversion is trusted.
-__device__ __forceinline__ float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent != 0x1fu && exponent != 0) {  // normal: the common case first
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (exponent == 0x1fu) {  // inf / nan
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (mantissa == 0) {  // signed zero
-    bits = sign;
-  } else {  // subnormal: renormalise
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  return f32_from_bits(bits);
-}
+__device__ __forceinline__ float f16_to_f32(uint16_t h) { return f32_from_bits(f16_bits_to_f32_bits(h)); }
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
 
@@ -83,13 +64,7 @@ __device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
     const uint8_t* scales = block + 4;
     const int e = int(k & 255), sub = e / 32;
     int sc, mn;
-    if (sub < 4) {
-      sc = scales[sub] & 63;
-      mn = scales[sub + 4] & 63;
-    } else {
-      sc = (scales[sub + 4] & 0x0f) | ((scales[sub - 4] >> 6) << 4);
-      mn = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
-    }
+    q4k_scale_min(scales, sub, &sc, &mn);
     const float scale = __fmul_rn(d, float(sc)), offset = __fmul_rn(dmin, float(mn));
     const uint8_t byte = block[16 + (e / 64) * 32 + (e % 32)];
     const int nibble = (e % 64) >= 32 ? (byte >> 4) : (byte & 0x0f);
