@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/host_device.hpp"
+
 namespace kvg {
 
 enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
@@ -32,9 +34,12 @@ struct WeightMatrix {
 
 // Calls f(std::integral_constant<WeightType, T>{}) for the runtime type t,
 // so a kernel templated on the format is instantiated once per format and
-// chosen with one switch.
+// chosen with one switch (on the CPU and in the CUDA kernels alike).
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable  // f may be host-only (a launch) or device-only (a tile)
+#endif
 template <typename F>
-decltype(auto) with_weight_type(WeightType t, F&& f) {
+KVG_HOST_DEVICE decltype(auto) with_weight_type(WeightType t, F&& f) {
   using T = WeightType;
   switch (t) {
     case T::F16: return f(std::integral_constant<T, T::F16>{});

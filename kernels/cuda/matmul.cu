@@ -118,29 +118,10 @@ __global__ void __launch_bounds__(kThreads)
   while (j + 1 < jobs.count && tile_index >= jobs.job[j + 1].first_tile) ++j;
   const Job job = jobs.job[j];
   const int64_t row_tile = tile_index - job.first_tile;
-  switch (job.type) {  // uniform per block: no divergence
-    case WeightType::F32:
-      tile<WeightType::F32, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::F16:
-      tile<WeightType::F16, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::BF16:
-      tile<WeightType::BF16, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::Q8_0:
-      tile<WeightType::Q8_0, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::Q4_0:
-      tile<WeightType::Q4_0, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::Q4_K:
-      tile<WeightType::Q4_K, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-    case WeightType::Q6_K:
-      tile<WeightType::Q6_K, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
-      break;
-  }
+  // The format is uniform per block: no divergence.
+  with_weight_type(job.type, [&](auto type) {
+    tile<decltype(type)::value, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
+  });
 }
 
 // weight_block_elements() without linking kvg_kernels (which links us).

@@ -95,29 +95,10 @@ void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_toke
   if (n_tokens <= 0) return;
   const unsigned grid = grid_for(n_tokens * table.cols);
   const int64_t rb = int64_t(table.row_bytes);
-  switch (table.type) {
-    case WeightType::F32:
-      embed_kernel<WeightType::F32><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::F16:
-      embed_kernel<WeightType::F16><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::BF16:
-      embed_kernel<WeightType::BF16><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::Q8_0:
-      embed_kernel<WeightType::Q8_0><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::Q4_0:
-      embed_kernel<WeightType::Q4_0><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::Q4_K:
-      embed_kernel<WeightType::Q4_K><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-    case WeightType::Q6_K:
-      embed_kernel<WeightType::Q6_K><<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
-      break;
-  }
+  with_weight_type(table.type, [&](auto type) {
+    embed_kernel<decltype(type)::value>
+        <<<grid, kThreads, 0, native(stream)>>>(table.data, rb, table.cols, tokens, n_tokens, x);
+  });
   detail::check_launch("embedding kernel launch");
 }
 
