@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The extension's SQL tests, against the private cluster (scripts/pg-cluster.sh,
 # started here if needed, with the freshly built extension installed):
-#   1. pg_regress: extension/sql/*.sql vs extension/expected/*.out
+#   1. pg_regress: sql/*.sql vs expected/*.out
 #   2. pgTAP:      tests/pgtap/*.sql with pg_prove, in a fresh database
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where
@@ -28,7 +28,7 @@ fresh_db() {  # fresh_db NAME EXTENSION...
 echo "== pg_regress"
 make -s -f Makefile.pgxs installcheck || {
   failed+=(pg_regress)
-  [ -f extension/regression.diffs ] && head -100 extension/regression.diffs
+  [ -f regression.diffs ] && head -100 regression.diffs
 }
 
 echo "== pgTAP"
