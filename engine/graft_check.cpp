@@ -1,6 +1,8 @@
 #include "engine/graft_check.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <limits>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -88,6 +90,13 @@ GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOpt
   r.positions = int64_t(rest.size());
   r.graft_logits_sha256 = logits_sha256(graft_logits);
   r.recompute_logits_sha256 = logits_sha256(recompute_logits);
+  // A non-finite logit makes every comparison meaningless (NaN compares
+  // unequal to itself, and a KL over it is NaN, which std::max would drop):
+  // such a check reports KL NaN and is never exact.
+  const auto all_finite = [](std::span<const float> v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  const bool finite = all_finite(graft_logits) && all_finite(recompute_logits);
   int64_t agree = 0;
   for (size_t p = 0; p < rest.size(); ++p) {
     const std::span<const float> g(graft_logits.data() + p * n_vocab, n_vocab);
@@ -96,6 +105,7 @@ GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOpt
     agree += argmax(g) == argmax(m);
   }
   r.argmax_agreement = double(agree) / double(rest.size());
+  if (!finite) r.kl_max = std::numeric_limits<double>::quiet_NaN();
   const bool bytes_equal = graft_logits.size() == recompute_logits.size() &&
                            std::memcmp(graft_logits.data(), recompute_logits.data(), recompute_logits.size_bytes()) == 0;
 
@@ -110,7 +120,7 @@ GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOpt
     ++r.samples;
     r.samples_equal += a == b;
   }
-  r.exact = bytes_equal && r.samples_equal == r.samples;
+  r.exact = finite && bytes_equal && r.samples_equal == r.samples;
   return r;
 }
 

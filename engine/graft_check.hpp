@@ -22,13 +22,13 @@ struct GraftCheckOptions {
 struct GraftCheckResult {
   std::string graft_logits_sha256;
   std::string recompute_logits_sha256;
-  double kl_max = 0;            // max over positions of KL(recompute || graft)
+  double kl_max = 0;            // max over positions of KL(recompute || graft); NaN when a logit is not finite
   double argmax_agreement = 0;  // fraction of positions with the same argmax
   int64_t positions = 0;        // positions compared (after the graft point)
   int64_t grafted_tokens = 0;
   int samples = 0;
   int samples_equal = 0;
-  bool exact = false;           // logits bytes equal and every sample equal
+  bool exact = false;           // every logit finite, logits bytes equal and every sample equal
   double graft_seconds = 0;     // graft + evaluate the continuation
   double recompute_seconds = 0; // evaluate the whole prompt
 };

@@ -52,6 +52,9 @@ std::vector<std::string> knowledge_segments(const KnowledgeTemplate& tmpl, const
 }
 
 SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments) {
+  size_t bytes = 0;
+  for (const std::string& segment : segments) bytes += segment.size();
+  check_prompt_bytes(model, bytes, "knowledge prompt");
   SegmentedPrompt prompt;
   for (const std::string& segment : segments) {
     const std::vector<int32_t> tokens =
@@ -59,6 +62,7 @@ SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::str
     // A segment that encodes to nothing adds no boundary (links hold >= 1 token).
     if (tokens.empty()) continue;
     prompt.tokens.insert(prompt.tokens.end(), tokens.begin(), tokens.end());
+    check_prompt_tokens(model, prompt.tokens.size());
     prompt.ends.push_back(int64_t(prompt.tokens.size()));
   }
   if (prompt.tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");

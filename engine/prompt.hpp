@@ -11,6 +11,17 @@
 
 namespace kvg {
 
+// Work is bounded before it begins (docs/security.md): text that cannot fit
+// in the context is refused by its length, before it is tokenized, and a
+// prompt by its token count as soon as it is encoded.
+//
+// The most bytes of prompt text the model's context can hold.
+size_t max_prompt_bytes(const Model& model);
+// OutOfRange, naming `what`, when `bytes` exceed max_prompt_bytes.
+void check_prompt_bytes(const Model& model, size_t bytes, const char* what);
+// OutOfRange when `n_tokens` exceed the model's context length.
+void check_prompt_tokens(const Model& model, size_t n_tokens);
+
 // Text with nothing before it (BOS first when the model adds one).
 std::vector<int32_t> fresh_prompt(const Model& model, std::string_view text);
 

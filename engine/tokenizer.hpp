@@ -1,6 +1,7 @@
 // SentencePiece-style ("llama") tokenizer built from GGUF metadata.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -46,6 +47,11 @@ class Tokenizer {
   int32_t eos() const { return vocab_.eos; }
   bool add_bos() const { return vocab_.add_bos; }
   size_t size() const { return vocab_.pieces.size(); }
+  // The most bytes of text one token can stand for: the longest piece that
+  // text can match, and at least 4 (a character with no piece of its own
+  // becomes byte tokens or one unknown token). Text of more than
+  // max_text_bytes_per_token() * n bytes never encodes to n tokens or fewer.
+  size_t max_text_bytes_per_token() const { return std::max<size_t>(max_piece_bytes_, 4); }
   const Vocabulary& vocabulary() const { return vocab_; }
 
  private:
