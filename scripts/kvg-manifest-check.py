@@ -6,9 +6,11 @@
 For every audit row in the manifest it recomputes
 
   * the row hash, from the row's fields, by the canonical encoding of
-    docs/audit-chain.md (kvg-audit-v2);
-  * the chain link: each row's prev_hash is the previous row's row_hash (and
-    64 zeros for audit row 1), and the head, when the manifest reaches it,
+    docs/audit-chain.md the row names (kvg-audit-v3; kvg-audit-v2 for rows
+    written by kvg 0.1.0);
+  * the chain link: rows follow each other in chain order (seq 1, 2, ...),
+    each row's prev_hash is the previous row's row_hash (and 64 zeros for
+    the chain's first row), and the head, when the manifest reaches it,
     names the last row;
   * the output hash: SHA-256 of output_text's UTF-8 bytes is output_sha256.
 
@@ -27,10 +29,14 @@ import re
 import sys
 
 ZERO_HASH = "0" * 64
-# The fields of kvg-audit-v2, in order (docs/audit-chain.md).
-FIELDS = ["id", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256", "artifact_sha256",
-          "output_sha256", "logits_sha256", "tokens_in", "tokens_out", "tokens_grafted", "mode", "knowledge_id",
-          "verified", "output_text", "graft_us", "prefill_us", "decode_us", "prev_hash"]
+# The fields of each row encoding, in order (docs/audit-chain.md).
+V2_FIELDS = ["id", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256", "artifact_sha256",
+             "output_sha256", "logits_sha256", "tokens_in", "tokens_out", "tokens_grafted", "mode", "knowledge_id",
+             "verified", "output_text", "graft_us", "prefill_us", "decode_us", "prev_hash"]
+ENCODINGS = {
+    "kvg-audit-v2": V2_FIELDS,
+    "kvg-audit-v3": ["id", "seq"] + V2_FIELDS[1:-1] + ["kv_proven", "prev_hash"],
+}
 
 
 def field_text(value):
@@ -46,9 +52,9 @@ def field_text(value):
     raise ValueError(f"unexpected value {value!r}")
 
 
-def row_hash(entry):
-    text = "kvg-audit-v2\n"
-    for name in FIELDS:
+def row_hash(entry, encoding):
+    text = encoding + "\n"
+    for name in ENCODINGS[encoding]:
         value = field_text(entry.get(name))
         text += "-\n" if value is None else f"{len(value.encode('utf-8'))}:{value}\n"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -72,17 +78,22 @@ def contains(candidate, reference):
 def check(manifest):
     """Problems found, as (id, message) pairs."""
     problems = []
-    if manifest.get("row_encoding") != "kvg-audit-v2":
-        problems.append((None, f"unknown row encoding {manifest.get('row_encoding')!r}"))
-        return problems
+    # kvg-manifest-v1 (kvg 0.1.0) names one encoding for every row and has no seq.
+    legacy = manifest.get("format") == "kvg-manifest-v1"
     previous = None
-    for entry in manifest["entries"]:
+    for position, entry in enumerate(manifest["entries"]):
         rid = entry.get("id")
-        if row_hash(entry) != entry.get("row_hash"):
+        encoding = manifest.get("row_encoding") if legacy else entry.get("row_encoding")
+        seq = rid if legacy else entry.get("seq")
+        if encoding not in ENCODINGS:
+            problems.append((rid, f"unknown row encoding {encoding!r}"))
+        elif row_hash(entry, encoding) != entry.get("row_hash"):
             problems.append((rid, "row_hash does not match the row's fields"))
         if previous is not None and entry.get("prev_hash") != previous.get("row_hash"):
             problems.append((rid, "prev_hash is not the previous row's row_hash"))
-        if previous is None and rid == 1 and entry.get("prev_hash") != ZERO_HASH:
+        if previous is not None and not legacy and seq != previous.get("seq") + 1:
+            problems.append((rid, "a row of the chain is missing before this one (seq)"))
+        if previous is None and seq == 1 and entry.get("prev_hash") != ZERO_HASH:
             problems.append((rid, "the first audit row does not link to 64 zeros"))
         if entry.get("output_text") is not None and sha256_text(entry["output_text"]) != entry.get("output_sha256"):
             problems.append((rid, "output_sha256 is not the SHA-256 of output_text"))

@@ -6,6 +6,10 @@
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where
 #      tests/pgtap/restore/verify.sql checks artifacts and audit chain.
+#   4. ALTER EXTENSION kvg UPDATE: a database in kvg 0.1.0's state
+#      (tests/pgtap/upgrade/seed.sql) is updated, checked by
+#      tests/pgtap/upgrade/verify.sql, and its mixed-encoding audit chain
+#      re-checked offline by scripts/kvg-manifest-check.py.
 # Exits non-zero if any step fails (all steps run regardless).
 set -uo pipefail
 source "$(dirname "$0")/pg-env.sh"
@@ -51,6 +55,20 @@ if fresh_db kvg_dump_src kvg &&
   pg_prove -d kvg_dump_dst tests/pgtap/restore/verify.sql || failed+=(restore)
 else
   failed+=(restore-setup)
+fi
+
+echo "== ALTER EXTENSION kvg UPDATE from 0.1.0"
+manifest=$pg_run/kvg_upgrade_manifest.json
+if fresh_db kvg_upgrade &&
+  psql -X -q -v ON_ERROR_STOP=1 -o /dev/null -d kvg_upgrade -c "CREATE EXTENSION kvg VERSION '0.1.0'" \
+    -f tests/pgtap/upgrade/seed.sql -c "ALTER EXTENSION kvg UPDATE" -c "CREATE EXTENSION pgtap"; then
+  pg_prove -d kvg_upgrade tests/pgtap/upgrade/verify.sql || failed+=(upgrade)
+  psql -X -q -v ON_ERROR_STOP=1 -o /dev/null -d kvg_upgrade \
+    -c "SELECT public.kvg_import(pg_read_binary_file('$KVG_FIXTURES/dump.kvga'), verify => false)" &&
+    psql -X -At -d kvg_upgrade -c 'SELECT kvg_manifest()' >"$manifest" &&
+    python3 scripts/kvg-manifest-check.py "$manifest" || failed+=(upgrade-manifest)
+else
+  failed+=(upgrade-setup)
 fi
 
 if [ ${#failed[@]} -gt 0 ]; then

@@ -1,12 +1,14 @@
 -- The kvg.* configuration parameters and who may change them.
 LOAD 'kvg';  -- defines them (any kvg function call would, too)
-SELECT name, setting, context, vartype, min_val, max_val, enumvals
+-- kvg.max_threads defaults to this server's cores: shown as such.
+SELECT name, CASE name WHEN 'kvg.max_threads' THEN '(cores)' ELSE setting END AS setting, context, vartype,
+       min_val, max_val, enumvals
 FROM pg_settings WHERE name LIKE 'kvg.%' ORDER BY name;
 
 SET kvg.threads = 4;
 SHOW kvg.threads;
 SET kvg.threads = 0;
-SET kvg.threads = 65;
+SET kvg.threads = 1025;
 SET kvg.device = 'cpu';
 SHOW kvg.device;
 SET kvg.device = 'gpu';

@@ -8,6 +8,7 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "engine/prompt.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_route.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -36,11 +37,11 @@ ResultValue optional_text(const std::optional<std::string>& s) {
 KVG_SQL_FUNCTION(kvg_answer_detail) {
   require_arg(fcinfo, 0, "question");
   require_arg(fcinfo, 1, "max_tokens");
-  const std::string question = text_arg(fcinfo, 0);
   const int32 max_tokens = PG_GETARG_INT32(1);
   check_max_tokens(max_tokens);
 
   EngineCall call;
+  const std::string question = text_arg(fcinfo, 0, max_prompt_bytes(*call.model), "question");
   KnowledgeLibrary library(call.spi);
   const Route route = route_question(library, question);
   const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
@@ -68,7 +69,11 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   std::optional<bool> verified;
   if (route.mode == Route::Mode::Recurring) {
     const KnowledgeEntry& entry = route.entries.front();
-    verified = passes(call.spi, entry.verifier, entry.question, answer, entry.answer);
+    const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier, entry.verifier_pin, entry.verified_by},
+                                  entry.question, answer, entry.answer);
+    // A verifier that may not run fails closed: the answer is unverified, and why is said.
+    if (verdict.refusal) warning("knowledge entry " + std::to_string(entry.id) + ": " + *verdict.refusal);
+    verified = verdict.passed;
   }
 
   const int64_t grafted_used = grafted_tokens_used(grafted, n);
@@ -85,6 +90,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   audit.graft_us = grafted.micros;
   audit.prefill_us = to_micros(r.prefill_seconds);
   audit.decode_us = to_micros(r.decode_seconds);
+  audit.kv_proven = grafted.proven;
   const int64_t audit_id = audit_append(call.spi, audit);
 
   return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),

@@ -1,9 +1,15 @@
-// SQL functions over stored artifacts that need no engine: import, export and
-// verify. Every byte is checked by storage's codec; nothing here parses.
+// SQL functions over stored artifacts: import (which recomputes what it is
+// given unless told not to), export and verify. Every byte is checked by
+// storage's codec; nothing here parses.
 #include <string>
 
 #include "common/error.hpp"
+#include "engine/artifact_recheck.hpp"
 #include "extension/src/audit.hpp"
+#include "extension/src/engine_call.hpp"
+#include "extension/src/owner_rights.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/sql_raise.hpp"
 #include "extension/src/lo_store.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/spi.hpp"
@@ -31,21 +37,60 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 
 }  // namespace
 
-// kvg_import(data bytea) returns text: validates the whole artifact (header
-// rules, trailer, identity) before anything is written, stores it once, and
-// records the import in the audit trail.
+// kvg_import(data bytea, verify boolean default true) returns text: bounds
+// the input (kvg.max_import_bytes, kvg.import_quota) before reading it,
+// validates the whole artifact (header rules, trailer, identity, finite KV),
+// and — with verify — recomputes its KV with the loaded model from its tokens
+// alone and refuses it unless the bytes are equal (docs/security.md). Stores
+// it once with its provenance and records the import in the audit trail.
 KVG_SQL_FUNCTION(kvg_import) {
-  const auto bytes = bytea_arg(fcinfo, 0);
-  const VerifiedArtifact art = verify_artifact(bytes);
+  // Called through 0.1.0's one-argument declaration before ALTER EXTENSION kvg UPDATE: verify.
+  const bool verify = PG_NARGS() < 2 || PG_GETARG_BOOL(1);
+  const uint64_t size = arg_bytes(fcinfo, 0);
+  if (size > settings::max_import_bytes())
+    throw Error(ErrorCode::OutOfRange, "an artifact of " + std::to_string(size) + " bytes exceeds kvg.max_import_bytes (" +
+                                           std::to_string(settings::max_import_bytes()) + ")");
   Spi spi;
   LoStore store(spi);
-  MemorySource src(bytes);
-  const Digest id = store.put(src, meta_from_header(art.header));
-  if (id != art.identity) throw Error(ErrorCode::Internal, "store and codec disagree on the artifact's SHA-256");
+  const std::string role = calling_role();
+  const auto bytes = bytea_arg(fcinfo, 0);
+  const VerifiedArtifact art = verify_artifact(bytes);
+  const std::optional<StoredArtifact> stored = store.find(art.identity);
+  if (!stored && store.imported_bytes(role) + size > settings::import_quota_bytes())
+    raise_sqlstate("53400",
+                   "importing " + std::to_string(size) + " bytes would exceed kvg.import_quota for role " + role +
+                       " (" + std::to_string(settings::import_quota_bytes()) + " bytes; " +
+                       std::to_string(store.imported_bytes(role)) + " used)",
+                   "kvg.storage_usage shows what each role has stored; a superuser can raise the quota with "
+                   "ALTER ROLE ... SET kvg.import_quota.");
+  if (const auto bad = first_non_finite_kv(art.header, bytes))
+    throw Error(ErrorCode::InvalidArgument, "the artifact holds a non-finite KV value (" + *bad +
+                                                "): no model computes that, so it is refused");
+
   AuditRecord audit;
   audit.operation = "import";
   audit.model_fingerprint = to_hex(art.header.model_fingerprint);
   audit.recipe = art.header.recipe;
+  audit.kv_proven = false;
+  Provenance provenance = Provenance::Unverified;
+  if (verify) {
+    const EngineOptions options = current_engine_options();
+    const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
+    const Recomputed r = recompute_artifact(current_model(), options, art.header, open, kCheckInterrupts);
+    if (r.identity != art.identity)
+      raise_sqlstate("22V05",
+                     "the artifact's KV is not what the loaded model computes for its tokens (recomputed " +
+                         std::to_string(r.tokens) + " tokens: " + to_hex(r.identity) + ")",
+                     "It was forged, damaged before its trailer was written, or computed by another engine. "
+                     "kvg_import(data, verify => false) stores it unverified: never grafted unless asked for.");
+    provenance = Provenance::Verified;
+    audit.kv_proven = true;
+    audit.tokens_in = int32_t(r.tokens);
+    audit.prefill_us = to_micros(r.seconds);
+  }
+  MemorySource src(bytes);
+  const Digest id = store.put(src, meta_from_header(art.header), provenance);
+  if (id != art.identity) throw Error(ErrorCode::Internal, "store and codec disagree on the artifact's SHA-256");
   audit.artifact_sha256 = to_hex(id);
   audit_append(spi, audit);
   return text_result(to_hex(id));

@@ -4,6 +4,12 @@
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/spi.hpp"
 #include "storage/sha256.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/postgres.hpp"
+
+extern "C" {
+#include "commands/trigger.h"
+}
 
 namespace kvg::pg {
 
@@ -28,13 +34,69 @@ int64_t audit_append(Spi& spi, const AuditRecord& r) {
   OwnerRights owner;  // kvg_user cannot insert into kvg.audit itself
   auto rows = spi.run(
       "SELECT kvg.audit_insert($1, $2::name, $3, $4, $5, $6, $7, $8, $9::integer, $10::integer, $11::integer, $12, "
-      "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint)",
+      "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean)",
       {r.operation, role, r.model_fingerprint, r.recipe, r.input_sha256, r.artifact_sha256, r.output_sha256,
        r.logits_sha256, number(r.tokens_in), number(r.tokens_out), number(r.tokens_grafted), r.mode,
        number(r.knowledge_id), boolean(r.verified), r.output_text, number(r.graft_us), number(r.prefill_us),
-       number(r.decode_us)});
+       number(r.decode_us), boolean(r.kv_proven)});
   if (rows.size() != 1 || !rows[0].at(0)) throw Error(ErrorCode::Internal, "kvg.audit_insert returned no id");
   return std::stoll(*rows[0][0]);
 }
 
+namespace {
+
+// Moves pending row `id` into kvg.audit as the chain's next link. Linkers
+// queue on an EXCLUSIVE lock of kvg.audit_head (readers are not blocked) and
+// then read and move the head under the latest committed state, so that a
+// REPEATABLE READ or SERIALIZABLE transaction links after rows committed
+// since it began instead of failing or forking the chain.
+void link_pending(int64_t id) {
+  Spi spi;
+  OwnerRights owner;
+  spi.run("LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE");
+  auto head = spi.run_latest("SELECT last_seq, last_hash FROM kvg.audit_head");
+  // No head: the first row ever, or a deleted head. Continuing after the
+  // last seq from 64 zeros keeps a deleted head evident (kvg_audit_verify).
+  if (head.empty())
+    head = spi.run_latest(
+        "INSERT INTO kvg.audit_head (last_id, last_seq, last_hash) "
+        "VALUES (NULL, (SELECT max(seq) FROM kvg.audit), repeat('0', 64)) RETURNING last_seq, last_hash");
+  const int64_t seq = (head.at(0).at(0) ? std::stoll(*head[0][0]) : 0) + 1;
+  const auto moved = spi.run("SELECT kvg.audit_move_pending($1::bigint, $2::bigint, $3)",
+                             {std::to_string(id), std::to_string(seq), head[0].at(1).value()});
+  spi.run_latest("UPDATE kvg.audit_head SET last_id = $1::bigint, last_seq = $2::bigint, last_hash = $3",
+                 {std::to_string(id), std::to_string(seq), moved.at(0).at(0).value()});
+}
+
+}  // namespace
+
 }  // namespace kvg::pg
+
+using namespace kvg;
+using namespace kvg::pg;
+
+// kvg.audit_link(): the deferred constraint trigger on kvg.audit_pending; it
+// fires once per pending row when the inserting transaction commits.
+KVG_SQL_FUNCTION(kvg_audit_link) {
+  if (!CALLED_AS_TRIGGER(fcinfo)) throw Error(ErrorCode::Internal, "kvg_audit_link must be called as a trigger");
+  const auto* trigger = reinterpret_cast<TriggerData*>(fcinfo->context);
+  const int64_t id = call([&] {
+    bool isnull = true;
+    const int attno = SPI_fnumber(trigger->tg_relation->rd_att, "id");
+    const Datum d = SPI_getbinval(trigger->tg_trigtuple, trigger->tg_relation->rd_att, attno, &isnull);
+    if (isnull) elog(ERROR, "kvg: pending audit row without id");
+    return DatumGetInt64(d);
+  });
+  link_pending(id);
+  return PointerGetDatum(nullptr);
+}
+
+// kvg_audit_verify() returns bigint: kvg.audit_first_bad() over every row,
+// with the owner's rights, whatever rows the caller may read.
+KVG_SQL_FUNCTION(kvg_audit_verify) {
+  Spi spi;
+  OwnerRights owner;
+  const auto rows = spi.run("SELECT kvg.audit_first_bad()");
+  if (!rows.at(0).at(0)) PG_RETURN_NULL();
+  PG_RETURN_INT64(std::stoll(*rows[0][0]));
+}

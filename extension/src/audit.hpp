@@ -1,7 +1,9 @@
-// The audit trail: one row in kvg.audit per engine call (and per import), in
-// the caller's transaction, so it commits or rolls back with the work it
-// records. The hash chain is computed by kvg.audit_insert() in the SQL script
-// (docs/audit-chain.md), the single place that knows the canonical encoding.
+// The audit trail: one row per engine call (and per import), written in the
+// caller's transaction, so it commits or rolls back with the work it records.
+// The row waits in kvg.audit_pending and is linked into the hash chain of
+// kvg.audit when its transaction commits (kvg_audit_link below), so a long
+// transaction never holds the chain's head. The canonical encoding lives in
+// one place, kvg.audit_row_hash() in the SQL script (docs/audit-chain.md).
 #pragma once
 
 #include <cstdint>
@@ -29,12 +31,16 @@ struct AuditRecord {
   std::optional<bool> verified;
   std::optional<std::string> output_text;      // the text output_sha256 hashes
   std::optional<int64_t> graft_us, prefill_us, decode_us;
+  // Every KV the call grafted or stored is known to be what this engine
+  // computes for its tokens (docs/security.md).
+  std::optional<bool> kv_proven;
 
   // Sets output_text and its hash together.
   void set_output(const std::string& text);
 };
 
-// Appends one row and returns its id. The row's role is the calling role.
+// Appends one row and returns its id (its chain position, seq, is given at
+// commit). The row's role is the calling role.
 int64_t audit_append(Spi& spi, const AuditRecord& record);
 
 }  // namespace kvg::pg

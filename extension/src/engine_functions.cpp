@@ -24,6 +24,10 @@ using namespace kvg::pg;
 
 namespace {
 
+// Sampling temperatures beyond this only flatten the distribution further;
+// the bound keeps every value finite as the float the sampler uses.
+constexpr double kMaxTemperature = 100;
+
 // The whole prompt when the artifact chain ending in `leaf` precedes `text`,
 // and that chain, as where prefix reuse starts.
 struct ChainPrompt {
@@ -36,21 +40,46 @@ ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, co
   return {prompt_after_chain(*call.model, chain, text), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
+// The prompt text argument, bounded by what the model's context can hold
+// before it is even read (docs/security.md).
+std::string prompt_arg(FunctionCallInfo fcinfo, int n, const EngineCall& call, const char* name) {
+  return text_arg(fcinfo, n, max_prompt_bytes(*call.model), name);
+}
+
+void refuse_empty(const std::string& text, const char* name) {
+  if (text.empty()) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be empty");
+}
+
+// Said whenever a call grafts a chain it asked for by name that is not known
+// to be this engine's own computation: its output is then not proven to be
+// what recomputing the prompt would give.
+void warn_unproven(const Grafted& grafted) {
+  if (grafted.proven || !grafted.leaf) return;
+  warning("artifact " + to_hex(*grafted.leaf) +
+              " is not known to be what this engine computes for its tokens (an unverified import, or built on one): "
+              "the output is not proven equal to a recomputation",
+          "Import it with verification (kvg_import(data)) to prove it; the audit row records kv_proven = false.");
+}
+
 }  // namespace
 
 // kvg_capture(prefix text, parent text default null) returns text: the KV of
 // `prefix` (continuing `parent`'s chain when given) stored as an artifact.
 KVG_SQL_FUNCTION(kvg_capture) {
   require_arg(fcinfo, 0, "prefix");
-  const std::string prefix = text_arg(fcinfo, 0);
+  EngineCall call;
+  const std::string prefix = prompt_arg(fcinfo, 0, call, "prefix");
+  refuse_empty(prefix, "prefix");
   const std::optional<Digest> parent =
       arg_is_null(fcinfo, 1) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 1, "parent"));
-  EngineCall call;
   Session session(call.model, call.options);
   std::vector<int32_t> prompt;
+  Grafted grafted;
   if (parent) {
     prompt = prompt_after_artifact(call, *parent, prefix).tokens;
     graft(session, *parent, call.open, prompt);
+    grafted = Grafted{parent, session.n_past(), 0, call.store.chain_trusted(*parent)};
+    warn_unproven(grafted);
   } else {
     prompt = fresh_prompt(*call.model, prefix);
   }
@@ -63,11 +92,12 @@ KVG_SQL_FUNCTION(kvg_capture) {
   const int64_t prefill_us = micros_since(began);
 
   const int64_t end = session.n_past();
-  const Digest stored = *store_segment_links(call, session, Grafted{parent, from}, std::span<const int64_t>(&end, 1));
+  const Digest stored = *store_segment_links(call, session, grafted, std::span<const int64_t>(&end, 1));
 
   AuditRecord audit = call.audit("capture");
   audit.input_sha256 = text_sha256(prefix);
   audit.artifact_sha256 = to_hex(stored);
+  audit.kv_proven = grafted.proven;
   audit.tokens_in = int32_t(prompt.size());
   audit.tokens_grafted = int32_t(from);
   audit.prefill_us = prefill_us;
@@ -84,21 +114,26 @@ KVG_SQL_FUNCTION(kvg_generate) {
   require_arg(fcinfo, 0, "prompt");
   require_arg(fcinfo, 1, "max_tokens");
   require_arg(fcinfo, 4, "temperature");
-  const std::string text = text_arg(fcinfo, 0);
   const int32 max_tokens = PG_GETARG_INT32(1);
   const std::optional<Digest> artifact =
       arg_is_null(fcinfo, 2) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 2, "artifact"));
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
   check_max_tokens(max_tokens);
-  if (!(temperature >= 0) || !std::isfinite(temperature))
-    throw Error(ErrorCode::InvalidArgument, "temperature must be a finite number >= 0");
+  // Checked as the engine will use it (a float): 1e308 is finite as a double only.
+  if (!(temperature >= 0 && temperature <= kMaxTemperature))
+    throw Error(ErrorCode::InvalidArgument,
+                "temperature must be between 0 and " + std::to_string(int(kMaxTemperature)) + " (0 is greedy)");
 
   EngineCall call;
+  const std::string text = prompt_arg(fcinfo, 0, call, "prompt");
+  // After an artifact an empty text continues it; alone there is nothing to continue.
+  if (!artifact) refuse_empty(text, "prompt");
   Session session(call.model, call.options);
   const ChainPrompt prompt =
       artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text), {}};
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens, prompt.chain);
+  warn_unproven(grafted);
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.sampling.temperature = float(temperature);
@@ -119,6 +154,7 @@ KVG_SQL_FUNCTION(kvg_generate) {
   audit.graft_us = grafted.micros;
   audit.prefill_us = to_micros(result.prefill_seconds);
   audit.decode_us = to_micros(result.decode_seconds);
+  audit.kv_proven = grafted.proven;
   audit_append(call.spi, audit);
   return text_result(output);
 }
@@ -129,11 +165,11 @@ KVG_SQL_FUNCTION(kvg_generate) {
 // evaluated, against one monolithic prefill of the whole prompt.
 KVG_SQL_FUNCTION(kvg_graft_check) {
   const Digest artifact = digest_arg(fcinfo, 0, "artifact");
-  const std::string continuation = text_arg(fcinfo, 1);
   const int32 samples = PG_GETARG_INT32(2);
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
   EngineCall call;
+  const std::string continuation = prompt_arg(fcinfo, 1, call, "continuation");
   const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
   GraftCheckOptions options;
   options.samples = samples;
@@ -145,6 +181,10 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   audit.artifact_sha256 = to_hex(artifact);
   audit.logits_sha256 = r.graft_logits_sha256;
   audit.tokens_in = int32_t(prompt.size());
+  audit.tokens_grafted = int32_t(r.grafted_tokens);
+  // The check itself compares against a recomputation; the audit still says
+  // whether the artifact was known to be genuine beforehand.
+  audit.kv_proven = call.store.chain_trusted(artifact);
   audit_append(call.spi, audit);
 
   return_single_row(fcinfo, {text_result(r.graft_logits_sha256), text_result(r.recompute_logits_sha256),

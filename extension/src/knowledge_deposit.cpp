@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "extension/src/owner_rights.hpp"
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_raise.hpp"
@@ -17,7 +18,8 @@ void require_text(const std::string& value, const char* name) {
 
 // The same entry again is a repeat; anything else under its key a conflict.
 int64_t existing_id(const KnowledgeEntry& stored, const Deposit& entry) {
-  if (stored.solution == entry.solution && stored.answer == entry.answer && stored.verifier == entry.verifier.spec)
+  if (stored.solution == entry.solution && stored.answer == entry.answer && stored.verifier == entry.verifier.spec &&
+      stored.verifier_pin == entry.verifier.pin)
     return stored.id;
   raise_sqlstate("23505",
                  "the question is already in the library (entry " + std::to_string(stored.id) +
@@ -64,7 +66,9 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
-  if (!passes(call.spi, entry.verifier.spec, entry.question, candidate, entry.answer))
+  const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier.spec, entry.verifier.pin, calling_role()},
+                                entry.question, candidate, entry.answer);
+  if (!verdict.passed)
     raise_sqlstate("22V04",
                    "the entry fails its verifier " + entry.verifier.spec +
                        (entry.verifier.kind == Verifier::Kind::Contains ? ": the solution does not contain the answer"
@@ -74,6 +78,7 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
   AuditRecord audit = call.audit("learn");
   audit.input_sha256 = text_sha256(entry.question);
   audit.verified = true;
+  audit.kv_proven = true;  // its prompt is grafted from trusted links or computed
   std::optional<int64_t> id;
   if (const auto stored = library.find(key)) {
     id = existing_id(*stored, entry);
@@ -81,7 +86,8 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
   } else {
     const Captured c = capture_prompt(call, entry);
     id = library.insert(NewEntry{entry.question, key, entry.solution, entry.answer, entry.verifier.spec,
-                                 evidence(entry.verifier, entry.answer), c.leaf, entry.solve_tokens});
+                                 evidence(entry.verifier, entry.answer), entry.verifier.pin, c.leaf,
+                                 entry.solve_tokens});
     // Lost a race with a concurrent learn of the same question: it committed first.
     if (!id) id = existing_id(library.find(key).value(), entry);
     audit.artifact_sha256 = to_hex(c.leaf);

@@ -8,8 +8,10 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "engine/prompt.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_deposit.hpp"
+#include "extension/src/owner_rights.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/settings.hpp"
@@ -41,13 +43,15 @@ KVG_SQL_FUNCTION(kvg_learn) {
   require_arg(fcinfo, 1, "solution");
   require_arg(fcinfo, 2, "answer");
   require_arg(fcinfo, 3, "verifier");
-  Deposit entry;
-  entry.question = text_arg(fcinfo, 0);
-  entry.solution = text_arg(fcinfo, 1);
-  entry.answer = text_arg(fcinfo, 2);
-  if (!arg_is_null(fcinfo, 4)) entry.solve_tokens = PG_GETARG_INT64(4);
   EngineCall call;
-  entry.verifier = parse_verifier(call.spi, text_arg(fcinfo, 3));
+  // Each part ends up in one prompt: none may be longer than the context holds.
+  const size_t max_bytes = max_prompt_bytes(*call.model);
+  Deposit entry;
+  entry.question = text_arg(fcinfo, 0, max_bytes, "question");
+  entry.solution = text_arg(fcinfo, 1, max_bytes, "solution");
+  entry.answer = text_arg(fcinfo, 2, max_bytes, "answer");
+  if (!arg_is_null(fcinfo, 4)) entry.solve_tokens = PG_GETARG_INT64(4);
+  entry.verifier = parse_verifier(call.spi, text_arg(fcinfo, 3, max_bytes, "verifier"));
   KnowledgeLibrary library(call.spi);
   PG_RETURN_INT64(deposit(call, library, entry));
 }
@@ -64,7 +68,6 @@ KVG_SQL_FUNCTION(kvg_solve) {
   require_arg(fcinfo, 1, "verifier");
   require_arg(fcinfo, 2, "max_tokens");
   require_arg(fcinfo, 3, "attempts");
-  const std::string question = text_arg(fcinfo, 0);
   const int32 max_tokens = PG_GETARG_INT32(2);
   const int32 attempts = PG_GETARG_INT32(3);
   check_max_tokens(max_tokens);
@@ -72,7 +75,9 @@ KVG_SQL_FUNCTION(kvg_solve) {
     throw Error(ErrorCode::InvalidArgument, "attempts must be in 1.." + std::to_string(kMaxAttempts));
 
   EngineCall call;
-  const Verifier verifier = parse_verifier(call.spi, text_arg(fcinfo, 1));
+  const size_t max_bytes = max_prompt_bytes(*call.model);
+  const std::string question = text_arg(fcinfo, 0, max_bytes, "question");
+  const Verifier verifier = parse_verifier(call.spi, text_arg(fcinfo, 1, max_bytes, "verifier"));
   if (verifier.kind == Verifier::Kind::Contains)
     throw Error(ErrorCode::InvalidArgument,
                 "kvg_solve needs a verifier that knows a right answer (exact:, regex: or a function); contains "
@@ -108,7 +113,9 @@ KVG_SQL_FUNCTION(kvg_solve) {
     const std::string output = call.model->tokenizer().decode(r.tokens);
     const std::string answer = first_line(output);
     cost += int64_t(r.tokens.size());
-    const bool ok = !answer.empty() && passes(call.spi, verifier.spec, question, answer, std::nullopt);
+    const bool ok = !answer.empty() && check(call.spi, StoredVerifier{verifier.spec, verifier.pin, calling_role()},
+                                             question, answer, std::nullopt)
+                                           .passed;
 
     AuditRecord audit = call.audit("solve");
     audit.input_sha256 = text_sha256(question);
@@ -121,6 +128,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
     // The prompt prefilled once counts for the first attempt.
     audit.prefill_us = to_micros(r.prefill_seconds) + (attempt == 1 ? shared_prefill_us : 0);
     audit.decode_us = to_micros(r.decode_seconds);
+    audit.kv_proven = grafted.proven;
     const int64_t audit_id = audit_append(call.spi, audit);
 
     std::optional<int64_t> knowledge_id;

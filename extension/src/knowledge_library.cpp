@@ -10,7 +10,8 @@ namespace kvg::pg {
 
 namespace {
 
-constexpr const char* kEntryColumns = "k.id, k.question, k.solution, k.answer, k.verifier, k.artifact_sha256";
+constexpr const char* kEntryColumns =
+    "k.id, k.question, k.solution, k.answer, k.verifier, k.artifact_sha256, k.verifier_pin, k.verified_by";
 
 // Shortest text that reads back as the same double.
 std::string exact_text(double x) {
@@ -20,8 +21,8 @@ std::string exact_text(double x) {
 }
 
 KnowledgeEntry entry_from(const SqlRow& r) {
-  return KnowledgeEntry{
-      std::stoll(r.at(0).value()), r.at(1).value(), r.at(2).value(), r.at(3).value(), r.at(4).value(), r.at(5).value()};
+  return KnowledgeEntry{std::stoll(r.at(0).value()), r.at(1).value(), r.at(2).value(), r.at(3).value(),
+                        r.at(4).value(),                r.at(5).value(), r.at(6),         r.at(7).value()};
 }
 
 }  // namespace
@@ -60,10 +61,10 @@ std::optional<int64_t> KnowledgeLibrary::insert(const NewEntry& e) {
   // ON CONFLICT waits for a concurrent insert of the same key to commit or abort.
   const auto rows = spi_.run(
       "INSERT INTO kvg.knowledge (question, question_key, solution, answer, verifier, evidence, verified_by, "
-      "artifact_sha256, solve_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7::name, $8, $9::bigint) "
+      "artifact_sha256, solve_tokens, verifier_pin) VALUES ($1, $2, $3, $4, $5, $6, $7::name, $8, $9::bigint, $10) "
       "ON CONFLICT (question_key) DO NOTHING RETURNING id",
       {e.question, e.question_key, e.solution, e.answer, e.verifier, e.evidence, role, to_hex(e.artifact),
-       e.solve_tokens ? SqlValue(std::to_string(*e.solve_tokens)) : std::nullopt});
+       e.solve_tokens ? SqlValue(std::to_string(*e.solve_tokens)) : std::nullopt, e.verifier_pin});
   if (rows.empty()) return std::nullopt;
   return std::stoll(rows[0].at(0).value());
 }

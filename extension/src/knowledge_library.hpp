@@ -21,10 +21,13 @@ struct KnowledgeEntry {
   std::string answer;
   std::string verifier;  // canonical (verifier.hpp)
   std::string artifact_sha256;
+  std::optional<std::string> verifier_pin;  // function verifiers (verifier.hpp)
+  std::string verified_by;                  // the depositor
 };
 
 struct NewEntry {
   std::string question, question_key, solution, answer, verifier, evidence;
+  std::optional<std::string> verifier_pin;
   Digest artifact{};
   std::optional<int64_t> solve_tokens;
 };

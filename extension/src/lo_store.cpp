@@ -117,6 +117,22 @@ class LargeObjectSource final : public ByteSource {
 
 }  // namespace
 
+const char* provenance_name(Provenance p) {
+  switch (p) {
+    case Provenance::Computed: return "computed";
+    case Provenance::Verified: return "verified";
+    case Provenance::Unverified: return "unverified";
+    case Provenance::Derived: return "derived";
+  }
+  throw Error(ErrorCode::Internal, "unknown provenance");
+}
+
+Provenance parse_provenance(const std::string& name) {
+  for (Provenance p : {Provenance::Computed, Provenance::Verified, Provenance::Unverified, Provenance::Derived})
+    if (name == provenance_name(p)) return p;
+  throw Error(ErrorCode::Corrupt, "kvg.artifacts.provenance has an unknown value \"" + name + "\"");
+}
+
 ArtifactMeta meta_from_header(const ArtifactHeader& header) {
   return ArtifactMeta{header.n_tokens(), header.model_fingerprint, header.recipe, header.parent,
                       hash_token_ids(header.tokens)};
@@ -161,7 +177,7 @@ void LoStore::Writer::flush() {
   buffer_.clear();
 }
 
-Digest LoStore::Writer::commit(const ArtifactMeta& meta) {
+Digest LoStore::Writer::commit(const ArtifactMeta& meta, Provenance provenance) {
   if (committed_) throw Error(ErrorCode::Internal, "large-object writer committed twice");
   flush();
   close_object(fd_);
@@ -176,21 +192,28 @@ Digest LoStore::Writer::commit(const ArtifactMeta& meta) {
   // abort, so exactly one of two racing sessions keeps its object.
   auto inserted = store_.spi_.run(
       "INSERT INTO kvg.artifacts (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, "
-      "tokens_sha256, created_by) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8, $9::name) "
-      "ON CONFLICT (sha256) DO NOTHING RETURNING 1",
+      "tokens_sha256, created_by, provenance) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8, "
+      "$9::name, $10) ON CONFLICT (sha256) DO NOTHING RETURNING 1",
       {to_hex(id), std::to_string(loid_), std::to_string(bytes_),
        meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt, optional_hex(meta.model_fingerprint),
-       meta.recipe, optional_hex(meta.parent), optional_hex(meta.tokens_sha256), role});
-  if (inserted.empty()) drop_object(loid_);  // already stored: keep one copy
+       meta.recipe, optional_hex(meta.parent), optional_hex(meta.tokens_sha256), role, provenance_name(provenance)});
+  if (inserted.empty()) {
+    drop_object(loid_);  // already stored: keep one copy
+    // The same bytes, now known to be the engine's: the stored row says so too.
+    if (trusted(provenance))
+      store_.spi_.run("UPDATE kvg.artifacts SET provenance = $2 WHERE sha256 = $1 "
+                      "AND provenance IN ('unverified', 'derived')",
+                      {to_hex(id), provenance_name(provenance)});
+  }
   committed_ = true;
   return id;
 }
 
-Digest LoStore::put(ByteSource& src, const ArtifactMeta& meta) {
+Digest LoStore::put(ByteSource& src, const ArtifactMeta& meta, Provenance provenance) {
   Writer sink = writer();
   std::vector<uint8_t> chunk(kLargeObjectChunkBytes);
   while (size_t n = src.read(chunk.data(), chunk.size())) sink.write(chunk.data(), n);
-  return sink.commit(meta);
+  return sink.commit(meta, provenance);
 }
 
 std::unique_ptr<HashVerifyingSource> LoStore::open(const Digest& id) {
@@ -212,8 +235,8 @@ std::vector<Digest> LoStore::list() {
 std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   OwnerRights owner;
   auto rows = spi_.run(
-      "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, tokens_sha256 FROM kvg.artifacts "
-      "WHERE sha256 = $1",
+      "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, tokens_sha256, provenance "
+      "FROM kvg.artifacts WHERE sha256 = $1",
       {to_hex(id)});
   if (rows.empty()) return std::nullopt;
   const SqlRow& r = rows.front();
@@ -226,12 +249,35 @@ std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   a.meta.recipe = r.at(4);
   a.meta.parent = optional_digest(r.at(5), "kvg.artifacts.parent_sha256");
   a.meta.tokens_sha256 = optional_digest(r.at(6), "kvg.artifacts.tokens_sha256");
+  a.provenance = parse_provenance(r.at(7).value());
   return a;
 }
 
 StoredArtifact LoStore::require(const Digest& id) {
   if (auto a = find(id)) return *a;
   throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not stored");
+}
+
+bool LoStore::chain_trusted(const Digest& leaf) {
+  OwnerRights owner;
+  // UNION (not ALL) stops a cycle, which a parent foreign key cannot form
+  // anyway: a link's identity covers its parent's.
+  const auto rows = spi_.run(
+      "WITH RECURSIVE chain AS (SELECT sha256, parent_sha256, provenance FROM kvg.artifacts WHERE sha256 = $1 "
+      "UNION SELECT a.sha256, a.parent_sha256, a.provenance FROM kvg.artifacts a "
+      "JOIN chain c ON a.sha256 = c.parent_sha256) "
+      "SELECT count(*) > 0 AND bool_and(provenance IN ('computed', 'verified')) FROM chain",
+      {to_hex(leaf)});
+  return rows.at(0).at(0) == SqlValue("t");
+}
+
+uint64_t LoStore::imported_bytes(const std::string& role) {
+  OwnerRights owner;
+  const auto rows = spi_.run(
+      "SELECT coalesce(sum(bytes), 0) FROM kvg.artifacts WHERE created_by = $1::name "
+      "AND provenance IN ('verified', 'unverified')",
+      {role});
+  return std::stoull(rows.at(0).at(0).value());
 }
 
 std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,
@@ -249,11 +295,13 @@ std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std:
   const std::vector<SqlRow> rows =
       parent ? spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 = $1 AND tokens_sha256 = ANY ($2::text[]) "
-                        "AND model_fingerprint = $3 AND recipe = $4 ORDER BY sha256",
+                        "AND model_fingerprint = $3 AND recipe = $4 "
+                        "AND provenance IN ('computed', 'verified') ORDER BY sha256",
                         {to_hex(*parent), hashes, fingerprint, recipe})
              : spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 IS NULL AND tokens_sha256 = ANY ($1::text[]) "
-                        "AND model_fingerprint = $2 AND recipe = $3 ORDER BY sha256",
+                        "AND model_fingerprint = $2 AND recipe = $3 "
+                        "AND provenance IN ('computed', 'verified') ORDER BY sha256",
                         {hashes, fingerprint, recipe});
   std::vector<StoredLink> links;
   for (const SqlRow& r : rows) {

@@ -36,12 +36,20 @@ struct ArtifactMeta {
 
 ArtifactMeta meta_from_header(const ArtifactHeader& header);
 
+// How an artifact's KV came to be (kvg.artifacts.provenance, docs/security.md).
+// Only trusted ones (computed, verified) are grafted without being asked for.
+enum class Provenance { Computed, Verified, Unverified, Derived };
+const char* provenance_name(Provenance p);
+Provenance parse_provenance(const std::string& name);
+inline bool trusted(Provenance p) { return p == Provenance::Computed || p == Provenance::Verified; }
+
 // One row of kvg.artifacts.
 struct StoredArtifact {
   Digest id{};
   uint32_t loid = 0;
   uint64_t bytes = 0;
   ArtifactMeta meta;
+  Provenance provenance = Provenance::Unverified;
 };
 
 class LoStore final : public ArtifactStore {
@@ -56,9 +64,10 @@ class LoStore final : public ArtifactStore {
 
     void write(const uint8_t* data, size_t n) override;
     // Inserts the catalog row, or drops this object if the content is already
-    // stored (also when another session stores it concurrently). A parent in
-    // `meta` must already be stored (NotFound otherwise).
-    Digest commit(const ArtifactMeta& meta);
+    // stored (also when another session stores it concurrently; a stored row
+    // that was not trusted becomes trusted when `provenance` is). A parent
+    // in `meta` must already be stored (NotFound otherwise).
+    Digest commit(const ArtifactMeta& meta, Provenance provenance);
 
    private:
     friend class LoStore;
@@ -78,9 +87,10 @@ class LoStore final : public ArtifactStore {
   explicit LoStore(Spi& spi) : spi_(spi) {}
 
   Writer writer() { return Writer(*this); }
-  Digest put(ByteSource& src, const ArtifactMeta& meta);
+  Digest put(ByteSource& src, const ArtifactMeta& meta, Provenance provenance);
 
-  Digest put(ByteSource& src) override { return put(src, ArtifactMeta{}); }
+  // Bare bytes through the generic interface: nobody vouches for their KV.
+  Digest put(ByteSource& src) override { return put(src, ArtifactMeta{}, Provenance::Unverified); }
   std::unique_ptr<ByteSource> get(const Digest& id) override { return open(id); }
   std::unique_ptr<ByteSource> get_unverified(const Digest& id) override;
   // get() with its concrete type, for bytes_read().
@@ -91,10 +101,16 @@ class LoStore final : public ArtifactStore {
   std::optional<StoredArtifact> find(const Digest& id);
   // find(), or NotFound naming the hash.
   StoredArtifact require(const Digest& id);
+  // Whether every link of the chain ending in `leaf` is trusted.
+  bool chain_trusted(const Digest& leaf);
+  // Bytes of imported artifacts created by `role` (what kvg.import_quota bounds).
+  uint64_t imported_bytes(const std::string& role);
 
-  // The prefix-reuse index (engine/prefix_search.hpp): links of this model
-  // and recipe continuing `parent` (roots when nullopt) whose own token hash
-  // is one of `tokens_sha256`, ordered by identity. Reads the catalog only.
+  // The prefix-reuse index (engine/prefix_search.hpp): trusted links of this
+  // model and recipe continuing `parent` (roots when nullopt) whose own token
+  // hash is one of `tokens_sha256`, ordered by identity. Reads the catalog
+  // only. Untrusted links are never offered: a forged artifact under the
+  // same tokens must not stand in for the engine's own KV.
   std::vector<StoredLink> links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,
                                 const Digest& model_fingerprint, const std::string& recipe);
 

@@ -6,6 +6,7 @@
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "utils/acl.h"
 #include "utils/syscache.h"
 }
 
@@ -26,20 +27,27 @@ Oid kvg_schema_owner() {
 
 }  // namespace
 
-OwnerRights::OwnerRights() {
+RunAs::RunAs(unsigned role, bool restricted) {
   Oid caller;
   call([&] { GetUserIdAndSecContext(&caller, &caller_security_); });
   caller_ = caller;
-  const Oid owner = kvg_schema_owner();
+  const int flags = SECURITY_LOCAL_USERID_CHANGE | (restricted ? SECURITY_RESTRICTED_OPERATION : 0);
   call([&] {
-    SetUserIdAndSecContext(owner, caller_security_ | SECURITY_LOCAL_USERID_CHANGE);
+    SetUserIdAndSecContext(role, caller_security_ | flags);
     guc_level_ = NewGUCNestLevel();
     set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                       false);
   });
 }
 
-OwnerRights::~OwnerRights() {
+OwnerRights::OwnerRights() : RunAs(kvg_schema_owner(), false) {}
+
+std::optional<unsigned> role_oid(const std::string& name) {
+  const Oid role = call([&] { return get_role_oid(name.c_str(), true); });
+  return role == InvalidOid ? std::nullopt : std::optional<unsigned>(role);
+}
+
+RunAs::~RunAs() {
   // After an ERROR the transaction abort pops the GUC level itself; the
   // identity is restored here either way (a plain assignment, cannot fail).
   cleanup([this] { AtEOXact_GUC(false, guc_level_); });

@@ -11,22 +11,38 @@
 // and kvg.artifacts' parent foreign key is deferred.)
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace kvg::pg {
 
-class OwnerRights {
+// Runs what follows, until destruction, as `role` with search_path pinned
+// to pg_catalog, pg_temp. `restricted` adds SECURITY_RESTRICTED_OPERATION,
+// as PostgreSQL does when it evaluates an index expression as the table's
+// owner: the code run cannot change the session (SET ROLE, temporary
+// objects, cursors that outlive it) to act later with other rights.
+class RunAs {
  public:
-  OwnerRights();
-  ~OwnerRights();  // restores the caller's identity and search_path
-  OwnerRights(const OwnerRights&) = delete;
-  OwnerRights& operator=(const OwnerRights&) = delete;
+  RunAs(unsigned role, bool restricted);
+  ~RunAs();  // restores the caller's identity and search_path
+  RunAs(const RunAs&) = delete;
+  RunAs& operator=(const RunAs&) = delete;
 
  private:
   unsigned caller_;   // Oid
   int caller_security_;
   int guc_level_ = 0;
 };
+
+// The owner of schema kvg, unrestricted (its statements queue deferred
+// triggers: kvg.artifacts' parent key, the audit link).
+class OwnerRights : public RunAs {
+ public:
+  OwnerRights();
+};
+
+// A role's OID by name; nullopt when no such role exists.
+std::optional<unsigned> role_oid(const std::string& name);
 
 // The role the SQL function runs as (before any OwnerRights): recorded as
 // kvg.artifacts.created_by and kvg.audit.role.

@@ -8,13 +8,14 @@ namespace kvg::pg {
 Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
                             const StoredPrefix& start) {
   StoredPrefix chain = start;
-  if (settings::prefix_reuse()) {
+  Grafted grafted;
+  if (start.leaf) grafted.proven = call.store.chain_trusted(*start.leaf);
+  if (settings::prefix_reuse() && grafted.proven) {
     const LinkLookup lookup = [&](const std::optional<Digest>& parent, std::span<const Digest> hashes) {
       return call.store.links(parent, hashes, call.model->fingerprint(), kRecipe);
     };
     chain = longest_stored_prefix(prompt, chain, lookup);
   }
-  Grafted grafted;
   if (!chain.leaf) return grafted;
   const auto began = std::chrono::steady_clock::now();
   // graft() verifies every link against the prompt, the model and its bytes.
@@ -36,7 +37,8 @@ std::optional<Digest> store_segment_links(EngineCall& call, const Session& sessi
     if (end <= from) continue;
     auto sink = call.store.writer();
     const Digest written = capture(session, from, end, parent, sink);
-    const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)));
+    const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)),
+                                      grafted.proven ? Provenance::Computed : Provenance::Derived);
     if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
     parent = stored;
     from = end;

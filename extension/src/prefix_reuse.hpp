@@ -19,13 +19,18 @@ struct Grafted {
   std::optional<Digest> leaf;  // the chain put into the session (nullopt: none)
   int64_t tokens = 0;          // positions it filled
   int64_t micros = 0;          // time the graft took (reading and verifying included)
+  // Every grafted link is trusted (docs/security.md): what the session holds
+  // is what this engine computes for its tokens. False only when the caller
+  // named an untrusted chain itself.
+  bool proven = true;
 };
 
 // Grafts into `session` (empty) the chain `start` names when it has a leaf —
-// always, as the caller asked for it — extended by the longest stored chain
-// continuing it when kvg.prefix_reuse is on; without one, the longest stored
-// chain beginning `prompt`, if any. `start.end` is the number of tokens of
-// its chain, which `prompt` must begin with.
+// always, as the caller asked for it, trusted or not (Grafted::proven says
+// which) — extended by the longest trusted stored chain continuing it when
+// kvg.prefix_reuse is on; without one, the longest trusted stored chain
+// beginning `prompt`, if any. `start.end` is the number of tokens of its
+// chain, which `prompt` must begin with.
 Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
                             const StoredPrefix& start = {});
 
@@ -37,7 +42,8 @@ int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens);
 // Stores positions [grafted.tokens, ends.back()) of the session as chain links
 // continuing grafted.leaf, one per segment end (`ends`, increasing), and
 // returns the last link: the artifact of the whole prompt. Content already
-// stored is stored once.
+// stored is stored once. The links are `computed` over a proven graft and
+// `derived` otherwise.
 std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
                                           std::span<const int64_t> ends);
 

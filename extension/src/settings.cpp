@@ -4,7 +4,15 @@
 //  kvg.max_new_tokens  superuser: a hard cap an administrator sets so one
 //                      call cannot monopolise a backend; callers ask for less
 //                      with the max_tokens argument.
-//  kvg.threads         any user, bounded 1..64 like work_mem is per session.
+//  kvg.threads         any user, up to kvg.max_threads.
+//  kvg.max_threads     superuser: the cap on kvg.threads (default: the cores
+//                      this server has), so that no session takes more cores
+//                      than an administrator allows.
+//  kvg.max_import_bytes, kvg.import_quota
+//                      superuser (and per role, ALTER ROLE ... SET): the
+//                      largest artifact one kvg_import takes, and how many
+//                      bytes of imported artifacts one role may have stored
+//                      (kvg.storage_usage shows it).
 //  kvg.device          any user: cpu, cuda and auto (cuda when a usable GPU
 //                      is present) give the same bits under the portable
 //                      recipe, so the choice affects speed only.
@@ -23,7 +31,13 @@
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <exception>
+#include <string>
+#include <thread>
+
+#include "common/error.hpp"
 
 #include "engine/knowledge_prompt.hpp"
 #include "extension/src/postgres.hpp"
@@ -34,6 +48,9 @@ namespace {
 
 char* model_value = nullptr;
 int threads_value = 1;
+int max_threads_value = 1;
+int max_import_kb_value = 1 << 20;      // 1 GB
+int import_quota_kb_value = 10 << 20;   // 10 GB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
 char* knowledge_template_value = nullptr;
@@ -76,8 +93,19 @@ void define() {
   DefineCustomStringVariable("kvg.model", "Path of the GGUF model file kvg loads.",
                              "Loaded lazily by each backend on first use and reloaded when this changes.",
                              &model_value, "", PGC_SUSET, 0, nullptr, nullptr, nullptr);
-  DefineCustomIntVariable("kvg.threads", "CPU threads one kvg call may use.", nullptr, &threads_value, 1, 1, 64,
-                          PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.threads", "CPU threads one kvg call may use.", "At most kvg.max_threads.",
+                          &threads_value, 1, 1, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  DefineCustomIntVariable("kvg.max_threads", "The most CPU threads any kvg call may use.",
+                          "Defaults to the cores of this server.", &max_threads_value, cores, 1, 1024, PGC_SUSET, 0,
+                          nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.max_import_bytes", "The largest artifact kvg_import accepts.", nullptr,
+                          &max_import_kb_value, 1 << 20, 1, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
+  DefineCustomIntVariable("kvg.import_quota", "Bytes of imported artifacts one role may have stored.",
+                          "Set per role with ALTER ROLE ... SET kvg.import_quota; see kvg.storage_usage.",
+                          &import_quota_kb_value, 10 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
   DefineCustomEnumVariable("kvg.device", "Where the engine runs: cpu, cuda, or auto (cuda when available).",
                            nullptr, &device_value, static_cast<int>(Device::Auto), device_options, PGC_USERSET, 0,
                            nullptr, nullptr, nullptr);
@@ -102,7 +130,15 @@ void define() {
 }
 
 const char* model_path() { return model_value ? model_value : ""; }
-int threads() { return threads_value; }
+int threads() {
+  if (threads_value > max_threads_value)
+    throw Error(ErrorCode::InvalidArgument, "kvg.threads = " + std::to_string(threads_value) +
+                                                " exceeds kvg.max_threads (" + std::to_string(max_threads_value) +
+                                                "), which a superuser sets");
+  return threads_value;
+}
+uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
+uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
 Device device() { return static_cast<Device>(device_value); }
 int max_new_tokens() { return max_new_tokens_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }

@@ -2,6 +2,8 @@
 // only; the engine never sees PostgreSQL's variables.
 #pragma once
 
+#include <cstdint>
+
 namespace kvg::pg::settings {
 
 enum class Device { Cpu, Cuda, Auto };
@@ -10,7 +12,12 @@ enum class Device { Cpu, Cuda, Auto };
 void define();
 
 const char* model_path();  // "" when unset
+// kvg.threads; InvalidArgument when it exceeds kvg.max_threads.
 int threads();
+// Imports (docs/security.md): the largest one, and what one role may have
+// imported in all, in bytes (quota 0: no imports).
+uint64_t max_import_bytes();
+uint64_t import_quota_bytes();
 Device device();
 int max_new_tokens();
 

@@ -4,6 +4,10 @@
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/postgres.hpp"
 
+extern "C" {
+#include "utils/snapmgr.h"
+}
+
 namespace kvg::pg {
 
 Spi::Spi() {
@@ -16,24 +20,30 @@ Spi::~Spi() {
   cleanup([] { SPI_finish(); });
 }
 
-std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> params) {
-  const int n = static_cast<int>(params.size());
-  std::vector<Oid> types(n, TEXTOID);
-  std::vector<Datum> values(n, Datum(0));
-  std::vector<char> nulls(n, 'n');
-  int i = 0;
-  for (const SqlValue& p : params) {
-    if (p) {
-      values[i] = call([&] { return PointerGetDatum(cstring_to_text_with_len(p->data(), static_cast<int>(p->size()))); });
-      nulls[i] = ' ';
-    }
-    ++i;
-  }
-  // read_only = false: a fresh snapshot and command counter per statement,
-  // so each statement sees what the previous ones (and the LO writes) did.
-  const int rc = call([&] { return SPI_execute_with_args(sql, n, types.data(), values.data(), nulls.data(), false, 0); });
-  if (rc < 0) throw Error(ErrorCode::Internal, std::string("SPI failed (") + SPI_result_code_string(rc) + "): " + sql);
+namespace {
 
+// Parameters as text datums (SQL casts them: `$2::bigint`).
+struct Params {
+  std::vector<Oid> types;
+  std::vector<Datum> values;
+  std::vector<char> nulls;
+
+  explicit Params(std::initializer_list<SqlValue> params)
+      : types(params.size(), TEXTOID), values(params.size(), Datum(0)), nulls(params.size(), 'n') {
+    size_t i = 0;
+    for (const SqlValue& p : params) {
+      if (p) {
+        values[i] = call([&] { return PointerGetDatum(cstring_to_text_with_len(p->data(), static_cast<int>(p->size()))); });
+        nulls[i] = ' ';
+      }
+      ++i;
+    }
+  }
+  int count() const { return static_cast<int>(types.size()); }
+};
+
+std::vector<SqlRow> result_rows(int rc, const char* sql) {
+  if (rc < 0) throw Error(ErrorCode::Internal, std::string("SPI failed (") + SPI_result_code_string(rc) + "): " + sql);
   std::vector<SqlRow> rows;
   SPITupleTable* table = SPI_tuptable;
   if (!table) return rows;
@@ -47,6 +57,30 @@ std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> pa
     }
   }
   return rows;
+}
+
+}  // namespace
+
+std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> params) {
+  Params p(params);
+  // read_only = false: a fresh snapshot and command counter per statement,
+  // so each statement sees what the previous ones (and the LO writes) did.
+  const int rc = call([&] {
+    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
+  });
+  return result_rows(rc, sql);
+}
+
+std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlValue> params) {
+  Params p(params);
+  const int rc = call([&] {
+    SPIPlanPtr plan = SPI_prepare(sql, p.count(), p.types.data());
+    if (!plan) return SPI_result;
+    CommandCounterIncrement();  // our own earlier writes belong to the latest state
+    return SPI_execute_snapshot(plan, p.values.data(), p.nulls.data(), GetLatestSnapshot(), InvalidSnapshot, false,
+                                true, 0);
+  });
+  return result_rows(rc, sql);
 }
 
 }  // namespace kvg::pg

@@ -6,6 +6,10 @@
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/postgres.hpp"
 
+extern "C" {
+#include "access/detoast.h"
+}
+
 namespace kvg::pg {
 
 bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
@@ -17,6 +21,19 @@ void require_arg(FunctionCallInfo fcinfo, int n, const char* name) {
 std::string text_arg(FunctionCallInfo fcinfo, int n) {
   text* value = call([&] { return PG_GETARG_TEXT_PP(n); });
   return std::string(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+size_t arg_bytes(FunctionCallInfo fcinfo, int n) {
+  return call([&] { return toast_raw_datum_size(PG_GETARG_DATUM(n)) - VARHDRSZ; });
+}
+
+std::string text_arg(FunctionCallInfo fcinfo, int n, size_t max_bytes, const char* name) {
+  const size_t bytes = arg_bytes(fcinfo, n);
+  if (bytes > max_bytes)
+    throw Error(ErrorCode::OutOfRange, std::string(name) + " of " + std::to_string(bytes) +
+                                           " bytes is longer than the " + std::to_string(max_bytes) +
+                                           " bytes this call can use");
+  return text_arg(fcinfo, n);
 }
 
 std::span<const uint8_t> bytea_arg(FunctionCallInfo fcinfo, int n) {
@@ -85,6 +102,12 @@ void return_rows(FunctionCallInfo fcinfo, const std::vector<std::vector<ResultVa
 
 void notice(const std::string& message) {
   call([&] { ereport(NOTICE, (errmsg_internal("%s", message.c_str()))); });
+}
+
+void warning(const std::string& message, const std::string& hint) {
+  call([&] {
+    ereport(WARNING, (errmsg_internal("%s", message.c_str()), hint.empty() ? 0 : errhint("%s", hint.c_str())));
+  });
 }
 
 }  // namespace kvg::pg

@@ -21,6 +21,12 @@ bool arg_is_null(FunctionCallInfoBaseData* fcinfo, int n);
 // InvalidArgument naming `name` when a required argument is NULL.
 void require_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* name);
 std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n);
+// The argument's size in bytes, read from its header without detoasting it,
+// so that an oversized value is refused before it is copied anywhere.
+size_t arg_bytes(FunctionCallInfoBaseData* fcinfo, int n);
+// text_arg, refusing (OutOfRange, naming `name`) a value of more than
+// `max_bytes` before it is detoasted.
+std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n, size_t max_bytes, const char* name);
 // The detoasted bytes; valid until the function returns.
 std::span<const uint8_t> bytea_arg(FunctionCallInfoBaseData* fcinfo, int n);
 // An artifact identity: 64 hex characters (either case); InvalidArgument otherwise,
@@ -45,5 +51,7 @@ void return_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<std::vector
 
 // A NOTICE to the client (does not interrupt the call).
 void notice(const std::string& message);
+// A WARNING to the client, with an optional hint (does not interrupt the call).
+void warning(const std::string& message, const std::string& hint = {});
 
 }  // namespace kvg::pg

@@ -1,7 +1,11 @@
 // Verifiers: how an entry of the library is checked before it is stored, and
-// how a decoded answer is checked against it (docs/flywheel.md). The checks
-// themselves run in SQL (kvg.verify), as the calling role, so a function
-// verifier has exactly the caller's rights.
+// how a decoded answer is checked against it (docs/flywheel.md). The built-in
+// forms (contains, exact:, regex:) run in SQL (kvg.verify): pure functions of
+// their arguments. A function verifier is code one user wrote that others'
+// calls run, so it is pinned and confined (docs/security.md): pinned at
+// deposit (kvg.function_pin: definition, owner, security attributes), never
+// run once its pin changed, and run with the rights of whoever deposited the
+// entry as a security-restricted operation — never with the asker's.
 #pragma once
 
 #include <optional>
@@ -14,18 +18,33 @@ class Spi;
 struct Verifier {
   enum class Kind { Contains, Exact, Regex, Function } kind = Kind::Contains;
   std::string spec;  // canonical: contains | exact:<text> | regex:<pattern> | "schema"."name"
+  std::optional<std::string> pin;  // a function's kvg.function_pin when parsed
 };
 
 // Parses what a caller wrote, resolving a function name with the caller's
-// search_path into its qualified name. Refuses (22023, 42883, 42804, 2201B)
-// what cannot verify anything.
+// search_path into its qualified name and pinning it. Refuses (22023, 42883,
+// 42804, 2201B) what cannot verify anything, and a function verifier (42501)
+// unless the caller is a member of kvg_author.
 Verifier parse_verifier(Spi& spi, const std::string& text);
+
+// A verifier as an entry holds it: canonical spec, pin, and the role whose
+// rights a function verifier runs with (the depositor).
+struct StoredVerifier {
+  std::string spec;
+  std::optional<std::string> pin;
+  std::string depositor;
+};
+
+struct Verdict {
+  bool passed = false;
+  // Why a function verifier was not run (it failed closed), or nullopt.
+  std::optional<std::string> refusal;
+};
 
 // Whether `candidate` passes: for contains, it must contain `reference`; the
 // other kinds carry their own expectation (reference is ignored).
-// `verifier` is a canonical spec (Verifier::spec, kvg.knowledge.verifier).
-bool passes(Spi& spi, const std::string& verifier, const std::string& question, const std::string& candidate,
-            const std::optional<std::string>& reference);
+Verdict check(Spi& spi, const StoredVerifier& verifier, const std::string& question, const std::string& candidate,
+              const std::optional<std::string>& reference);
 
 // What a deposit's check established, for kvg.knowledge.evidence.
 std::string evidence(const Verifier& verifier, const std::string& answer);

@@ -10,7 +10,7 @@ SELECT has_role('kvg_user');
 
 SELECT columns_are('kvg', 'artifacts', ARRAY['sha256', 'loid', 'bytes', 'n_tokens', 'model_fingerprint',
                                               'recipe', 'parent_sha256', 'tokens_sha256', 'created_at',
-                                              'created_by']);
+                                              'created_by', 'provenance']);
 SELECT col_is_pk('kvg', 'artifacts', 'sha256', 'artifacts are keyed by sha256');
 SELECT col_type_is('kvg', 'artifacts', 'loid', 'oid', 'loid is an oid');
 SELECT col_not_null('kvg', 'artifacts', 'loid', 'loid is not null');
@@ -26,7 +26,7 @@ SELECT columns_are('kvg', 'audit', ARRAY['id', 'at', 'role', 'operation', 'model
                                           'input_sha256', 'artifact_sha256', 'output_sha256', 'logits_sha256',
                                           'tokens_in', 'tokens_out', 'tokens_grafted', 'mode', 'knowledge_id',
                                           'verified', 'output_text', 'graft_us', 'prefill_us', 'decode_us',
-                                          'prev_hash', 'row_hash']);
+                                          'prev_hash', 'row_hash', 'seq', 'kv_proven', 'row_encoding']);
 SELECT col_is_pk('kvg', 'audit', 'id', 'audit rows are keyed by id');
 SELECT col_type_is('kvg', 'audit', 'id', 'bigint', 'id is a bigint');
 SELECT col_default_is('kvg', 'audit', 'id', $$nextval('kvg.audit_id_seq'::regclass)$$, 'id is a bigserial');
@@ -40,7 +40,7 @@ SELECT throws_ok($$SELECT kvg.audit_insert('x', 'postgres', NULL, NULL, NULL, NU
 -- The knowledge library (docs/flywheel.md).
 SELECT columns_are('kvg', 'knowledge', ARRAY['id', 'question', 'question_key', 'solution', 'answer', 'verifier',
                                               'evidence', 'verified_at', 'verified_by', 'artifact_sha256',
-                                              'solve_tokens', 'lexemes']);
+                                              'solve_tokens', 'lexemes', 'verifier_pin']);
 SELECT col_is_unique('kvg', 'knowledge', 'question_key', 'one entry per normalized question');
 SELECT fk_ok('kvg', 'knowledge', 'artifact_sha256', 'kvg', 'artifacts', 'sha256', 'an entry''s artifact is stored');
 SELECT has_trigger('kvg', 'knowledge', 'knowledge_immutable', 'entries are not edited');
@@ -56,8 +56,8 @@ SELECT function_returns('public', 'kvg_learn', ARRAY['text', 'text', 'text', 'te
 SELECT function_returns('public', 'kvg_answer', ARRAY['text', 'integer'], 'text');
 SELECT function_returns('public', 'kvg_manifest', ARRAY['bigint', 'bigint'], 'jsonb');
 
-SELECT has_function('public', 'kvg_import', ARRAY['bytea']);
-SELECT function_returns('public', 'kvg_import', ARRAY['bytea'], 'text');
+SELECT has_function('public', 'kvg_import', ARRAY['bytea', 'boolean']);
+SELECT function_returns('public', 'kvg_import', ARRAY['bytea', 'boolean'], 'text');
 SELECT has_function('public', 'kvg_export', ARRAY['text']);
 SELECT function_returns('public', 'kvg_export', ARRAY['text'], 'bytea');
 SELECT has_function('public', 'kvg_artifact_verify', ARRAY['text']);

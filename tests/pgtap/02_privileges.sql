@@ -1,7 +1,8 @@
 -- Nothing for PUBLIC; kvg_user may call the functions and read the catalogs
 -- but write nothing directly; the large objects belong to the schema owner.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
+SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 GRANT SELECT ON fixture TO kvg_user;
 
@@ -18,11 +19,17 @@ SELECT is(array_agg(p.proname::text ORDER BY p.proname),
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
 SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
-FROM unnest(ARRAY['public.kvg_import(bytea)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
+FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
                   'public.kvg_audit_verify()', 'public.kvg_learn(text, text, text, text, bigint)',
                   'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
-                  'public.kvg_answer_detail(text, integer)', 'public.kvg_manifest(bigint, bigint)']) AS f;
-SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint)', 'EXECUTE'),
+                  'public.kvg_answer_detail(text, integer)']) AS f;
+SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE'),
+          'kvg_user cannot produce manifests (they hold every role''s rows)');
+SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')
+          AND has_table_privilege('kvg_auditor', 'kvg.audit', 'SELECT'), 'kvg_auditor reads the audit and produces manifests');
+SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit_pending', 'SELECT, INSERT, UPDATE, DELETE'),
+          'kvg_user cannot touch pending audit rows');
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean)', 'EXECUTE'),
           'kvg_user cannot append audit rows itself');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.knowledge', 'SELECT') AND has_table_privilege('kvg_user', 'kvg.stats', 'SELECT'),
           'kvg_user reads the library and its accounting');
@@ -45,7 +52,7 @@ CREATE ROLE tap_alice IN ROLE kvg_user;
 CREATE ROLE tap_nobody;
 
 SET ROLE tap_alice;
-SELECT is(public.kvg_import(pg_temp.fixture('root')), pg_temp.fixture_sha('root'), 'kvg_user imports');
+SELECT is(public.kvg_import(pg_temp.fixture('root'), verify => false), pg_temp.fixture_sha('root'), 'kvg_user imports');
 SELECT is(public.kvg_artifact_verify(pg_temp.fixture_sha('root')), true, 'kvg_user verifies');
 SELECT is(public.kvg_export(pg_temp.fixture_sha('root')), pg_temp.fixture('root'), 'kvg_user exports');
 SELECT is(public.kvg_audit_verify(), NULL, 'kvg_user verifies the audit chain');
@@ -62,7 +69,7 @@ SELECT throws_ok(format('SELECT lo_put(%s, 0, ''\x00'')', (SELECT loid FROM kvg.
                  '42501', NULL, 'kvg_user cannot overwrite an artifact''s large object');
 -- kvg's own statements do not depend on the caller's search_path.
 SET search_path = '';
-SELECT public.kvg_import(pg_temp.fixture('child')) AS child_sha \gset
+SELECT public.kvg_import(pg_temp.fixture('child'), verify => false) AS child_sha \gset
 RESET search_path;
 SELECT is(:'child_sha', pg_temp.fixture_sha('child'), 'import works with an empty search_path');
 RESET ROLE;

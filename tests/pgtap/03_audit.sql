@@ -1,7 +1,12 @@
 -- The audit trail: append-only, and a hash chain that a third party can
 -- recompute from docs/audit-chain.md and that exposes any tampering.
 BEGIN;
-SELECT plan(21);
+SELECT plan(23);
+-- Rows are linked into the chain when their transaction commits; this test
+-- reads them inside its own transaction, so it links them as they come.
+SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;
+\ir fixtures.psql
+SELECT kvg_import(pg_temp.fixture('root'), verify => false) \g /dev/null  -- an artifact row to try to change
 
 -- A few rows with NULLs, non-ASCII text and numbers.
 CREATE TEMP TABLE appended AS
@@ -21,24 +26,27 @@ SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
 -- The documented encoding, written out independently of kvg.audit_row_hash.
 SELECT is(count(*), (SELECT count(*) FROM kvg.audit), 'every row_hash matches the documented encoding')
 FROM kvg.audit a
-WHERE a.row_hash = encode(sha256(convert_to(
-        'kvg-audit-v2' || chr(10) ||
+WHERE a.row_encoding = 'kvg-audit-v3' AND a.row_hash = encode(sha256(convert_to(
+        'kvg-audit-v3' || chr(10) ||
         (SELECT string_agg(CASE WHEN v IS NULL THEN '-'
                                 ELSE octet_length(convert_to(v, 'UTF8')) || ':' || v END || chr(10), '' ORDER BY n)
-         FROM unnest(ARRAY[a.id::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text, a.operation,
-                           a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256, a.output_sha256,
-                           a.logits_sha256, a.tokens_in::text, a.tokens_out::text, a.tokens_grafted::text,
-                           a.mode, a.knowledge_id::text,
+         FROM unnest(ARRAY[a.id::text, a.seq::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text,
+                           a.operation, a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256,
+                           a.output_sha256, a.logits_sha256, a.tokens_in::text, a.tokens_out::text,
+                           a.tokens_grafted::text, a.mode, a.knowledge_id::text,
                            CASE a.verified WHEN true THEN 'true' WHEN false THEN 'false' END,
-                           a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text, a.prev_hash])
+                           a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text,
+                           CASE a.kv_proven WHEN true THEN 'true' WHEN false THEN 'false' END, a.prev_hash])
               WITH ORDINALITY AS f(v, n)),
         'UTF8')), 'hex');
 SELECT is(prev_hash, repeat('0', 64), 'the first row links to 64 zeros')
-FROM kvg.audit ORDER BY id LIMIT 1;
+FROM kvg.audit ORDER BY seq LIMIT 1;
 SELECT is(count(*), 0::bigint, 'each prev_hash is the previous row_hash')
-FROM (SELECT prev_hash, lag(row_hash) OVER (ORDER BY id) AS previous FROM kvg.audit) c
+FROM (SELECT prev_hash, lag(row_hash) OVER (ORDER BY seq) AS previous FROM kvg.audit) c
 WHERE previous IS NOT NULL AND prev_hash <> previous;
-SELECT is((SELECT last_hash FROM kvg.audit_head), (SELECT row_hash FROM kvg.audit ORDER BY id DESC LIMIT 1),
+SELECT is(array_agg(seq ORDER BY seq), array_agg(n ORDER BY n), 'seq numbers the chain 1, 2, ... without gaps')
+FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM kvg.audit) c;
+SELECT is((SELECT last_hash FROM kvg.audit_head), (SELECT row_hash FROM kvg.audit ORDER BY seq DESC LIMIT 1),
           'the head holds the last row_hash');
 
 -- Append-only, for everyone (the owner included).
@@ -46,10 +54,13 @@ SELECT throws_ok($$UPDATE kvg.audit SET tokens_out = 0$$, '42501', NULL, 'UPDATE
 SELECT throws_ok($$DELETE FROM kvg.audit WHERE false$$, '42501', NULL, 'DELETE is refused, even of no rows');
 SELECT throws_ok($$TRUNCATE kvg.audit$$, '42501', NULL, 'TRUNCATE is refused');
 SELECT throws_ok($$UPDATE kvg.artifacts SET recipe = 'x'$$, '42501', NULL, 'artifact rows are immutable too');
+SELECT throws_ok($$UPDATE kvg.artifacts SET provenance = 'computed', recipe = 'x'$$, '42501', NULL,
+                 'an unverified artifact may become trusted, but nothing else of it may change');
 
 -- A superuser can switch the trigger off; the chain still tells.
 ALTER TABLE kvg.audit DISABLE TRIGGER audit_append_only;
-CREATE TEMP TABLE ids AS SELECT id, row_number() OVER (ORDER BY id) AS n FROM appended;
+CREATE TEMP TABLE ids AS
+  SELECT a.id, row_number() OVER (ORDER BY a.seq) AS n FROM appended JOIN kvg.audit a USING (id);
 
 SAVEPOINT tamper;
 UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 2);
@@ -74,15 +85,16 @@ UPDATE kvg.audit SET output_text = E'red\nbal' WHERE id = (SELECT id FROM ids WH
 SELECT is(public.kvg_audit_verify(), (SELECT id FROM ids WHERE n = 5), 'a changed output text is found');
 ROLLBACK TO tamper;
 
-INSERT INTO kvg.audit (id, at, role, operation, prev_hash, row_hash)
-VALUES (nextval('kvg.audit_id_seq'), now(), 'postgres', 'forged', (SELECT last_hash FROM kvg.audit_head), 'x');
+INSERT INTO kvg.audit (id, seq, at, role, operation, prev_hash, row_hash)
+VALUES (nextval('kvg.audit_id_seq'), (SELECT last_seq + 1 FROM kvg.audit_head), now(), 'postgres', 'forged',
+        (SELECT last_hash FROM kvg.audit_head), 'x');
 UPDATE kvg.audit a SET row_hash = kvg.audit_row_hash(a) WHERE operation = 'forged';
 SELECT is(public.kvg_audit_verify(), (SELECT id FROM kvg.audit WHERE operation = 'forged'),
           'a well-formed row appended behind the head''s back is found');
 ROLLBACK TO tamper;
 
 DELETE FROM kvg.audit_head;
-SELECT is(public.kvg_audit_verify(), (SELECT min(id) FROM kvg.audit), 'a missing head is found');
+SELECT is(public.kvg_audit_verify(), (SELECT id FROM kvg.audit ORDER BY seq LIMIT 1), 'a missing head is found');
 ROLLBACK TO tamper;
 
 ALTER TABLE kvg.audit ENABLE TRIGGER audit_append_only;
@@ -93,7 +105,8 @@ SELECT kvg.audit_insert('after', 'postgres', NULL, NULL, NULL, NULL, NULL, NULL,
 SELECT is((SELECT prev_hash FROM kvg.audit WHERE id = :last_id),
           (SELECT row_hash FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 5)), 'a new row links to the last one');
 SELECT is(public.kvg_audit_verify(), NULL, 'and the chain still verifies');
-SELECT cmp_ok(:last_id::bigint, '>', (SELECT max(id) FROM ids), 'ids follow chain order');
+SELECT cmp_ok((SELECT seq FROM kvg.audit WHERE id = :last_id), '>', (SELECT max(seq) FROM kvg.audit WHERE id <> :last_id),
+              'the new row is the chain''s last');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -2,6 +2,7 @@
 -- session, rollback of a capture, and a model switch.
 BEGIN;
 SELECT plan(19);
+SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 \getenv shared KVG_SHARED
 \set small :shared '/models/stories260K.gguf'

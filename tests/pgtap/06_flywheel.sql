@@ -5,6 +5,7 @@
 -- recurring question with the same bytes.
 BEGIN;
 SELECT plan(25);
+SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 \getenv shared KVG_SHARED
 \set small :shared '/models/stories260K.gguf'
