@@ -8,7 +8,6 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
-#include "engine/prompt.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_route.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -41,7 +40,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   check_max_tokens(max_tokens);
 
   EngineCall call;
-  const std::string question = text_arg(fcinfo, 0, max_prompt_bytes(*call.model), "question");
+  const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
   KnowledgeLibrary library(call.spi);
   const Route route = route_question(library, question);
   const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());

@@ -4,7 +4,9 @@
 
 #include "common/error.hpp"
 #include "extension/src/pg_boundary.hpp"
+#include "engine/prompt.hpp"
 #include "extension/src/settings.hpp"
+#include "extension/src/sql_values.hpp"
 
 namespace kvg::pg {
 
@@ -16,6 +18,11 @@ AuditRecord EngineCall::audit(const char* operation) const {
   r.model_fingerprint = model->fingerprint_hex();
   r.recipe = kRecipe;
   return r;
+}
+
+std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model& model, const char* name) {
+  check_prompt_bytes(model, arg_bytes(fcinfo, n), name);
+  return text_arg(fcinfo, n);
 }
 
 void check_max_tokens(int64_t max_tokens) {

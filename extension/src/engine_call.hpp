@@ -16,6 +16,8 @@
 #include "extension/src/lo_store.hpp"
 #include "extension/src/spi.hpp"
 
+struct FunctionCallInfoBaseData;  // fmgr.h
+
 namespace kvg::pg {
 
 // Tokens per prefill chunk: how often a long prompt checks for cancellation.
@@ -37,6 +39,11 @@ struct EngineCall {
   // An audit record naming this call's model and recipe.
   AuditRecord audit(const char* operation) const;
 };
+
+// A text argument that becomes (part of) a prompt, refused (54000) by its
+// byte length before it is read when it cannot fit the model's context
+// (engine/prompt.hpp, docs/security.md).
+std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model& model, const char* name);
 
 // Refuses a decode budget outside 1 .. kvg.max_new_tokens (22023 / 54000).
 void check_max_tokens(int64_t max_tokens);

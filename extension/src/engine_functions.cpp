@@ -40,12 +40,6 @@ ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, co
   return {prompt_after_chain(*call.model, chain, text), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
-// The prompt text argument, bounded by what the model's context can hold
-// before it is even read (docs/security.md).
-std::string prompt_arg(FunctionCallInfo fcinfo, int n, const EngineCall& call, const char* name) {
-  return text_arg(fcinfo, n, max_prompt_bytes(*call.model), name);
-}
-
 void refuse_empty(const std::string& text, const char* name) {
   if (text.empty()) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be empty");
 }
@@ -68,7 +62,7 @@ void warn_unproven(const Grafted& grafted) {
 KVG_SQL_FUNCTION(kvg_capture) {
   require_arg(fcinfo, 0, "prefix");
   EngineCall call;
-  const std::string prefix = prompt_arg(fcinfo, 0, call, "prefix");
+  const std::string prefix = prompt_text_arg(fcinfo, 0, *call.model, "prefix");
   refuse_empty(prefix, "prefix");
   const std::optional<Digest> parent =
       arg_is_null(fcinfo, 1) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 1, "parent"));
@@ -126,7 +120,7 @@ KVG_SQL_FUNCTION(kvg_generate) {
                 "temperature must be between 0 and " + std::to_string(int(kMaxTemperature)) + " (0 is greedy)");
 
   EngineCall call;
-  const std::string text = prompt_arg(fcinfo, 0, call, "prompt");
+  const std::string text = prompt_text_arg(fcinfo, 0, *call.model, "prompt");
   // After an artifact an empty text continues it; alone there is nothing to continue.
   if (!artifact) refuse_empty(text, "prompt");
   Session session(call.model, call.options);
@@ -169,7 +163,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
   EngineCall call;
-  const std::string continuation = prompt_arg(fcinfo, 1, call, "continuation");
+  const std::string continuation = prompt_text_arg(fcinfo, 1, *call.model, "continuation");
   const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
   GraftCheckOptions options;
   options.samples = samples;

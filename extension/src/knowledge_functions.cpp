@@ -8,7 +8,6 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
-#include "engine/prompt.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_deposit.hpp"
 #include "extension/src/owner_rights.hpp"
@@ -45,13 +44,12 @@ KVG_SQL_FUNCTION(kvg_learn) {
   require_arg(fcinfo, 3, "verifier");
   EngineCall call;
   // Each part ends up in one prompt: none may be longer than the context holds.
-  const size_t max_bytes = max_prompt_bytes(*call.model);
   Deposit entry;
-  entry.question = text_arg(fcinfo, 0, max_bytes, "question");
-  entry.solution = text_arg(fcinfo, 1, max_bytes, "solution");
-  entry.answer = text_arg(fcinfo, 2, max_bytes, "answer");
+  entry.question = prompt_text_arg(fcinfo, 0, *call.model, "question");
+  entry.solution = prompt_text_arg(fcinfo, 1, *call.model, "solution");
+  entry.answer = prompt_text_arg(fcinfo, 2, *call.model, "answer");
   if (!arg_is_null(fcinfo, 4)) entry.solve_tokens = PG_GETARG_INT64(4);
-  entry.verifier = parse_verifier(call.spi, text_arg(fcinfo, 3, max_bytes, "verifier"));
+  entry.verifier = parse_verifier(call.spi, prompt_text_arg(fcinfo, 3, *call.model, "verifier"));
   KnowledgeLibrary library(call.spi);
   PG_RETURN_INT64(deposit(call, library, entry));
 }
@@ -75,9 +73,8 @@ KVG_SQL_FUNCTION(kvg_solve) {
     throw Error(ErrorCode::InvalidArgument, "attempts must be in 1.." + std::to_string(kMaxAttempts));
 
   EngineCall call;
-  const size_t max_bytes = max_prompt_bytes(*call.model);
-  const std::string question = text_arg(fcinfo, 0, max_bytes, "question");
-  const Verifier verifier = parse_verifier(call.spi, text_arg(fcinfo, 1, max_bytes, "verifier"));
+  const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
+  const Verifier verifier = parse_verifier(call.spi, prompt_text_arg(fcinfo, 1, *call.model, "verifier"));
   if (verifier.kind == Verifier::Kind::Contains)
     throw Error(ErrorCode::InvalidArgument,
                 "kvg_solve needs a verifier that knows a right answer (exact:, regex: or a function); contains "

@@ -27,15 +27,6 @@ size_t arg_bytes(FunctionCallInfo fcinfo, int n) {
   return call([&] { return toast_raw_datum_size(PG_GETARG_DATUM(n)) - VARHDRSZ; });
 }
 
-std::string text_arg(FunctionCallInfo fcinfo, int n, size_t max_bytes, const char* name) {
-  const size_t bytes = arg_bytes(fcinfo, n);
-  if (bytes > max_bytes)
-    throw Error(ErrorCode::OutOfRange, std::string(name) + " of " + std::to_string(bytes) +
-                                           " bytes is longer than the " + std::to_string(max_bytes) +
-                                           " bytes this call can use");
-  return text_arg(fcinfo, n);
-}
-
 std::span<const uint8_t> bytea_arg(FunctionCallInfo fcinfo, int n) {
   bytea* value = call([&] { return PG_GETARG_BYTEA_PP(n); });
   return {reinterpret_cast<const uint8_t*>(VARDATA_ANY(value)), VARSIZE_ANY_EXHDR(value)};

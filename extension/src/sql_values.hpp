@@ -24,9 +24,6 @@ std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n);
 // The argument's size in bytes, read from its header without detoasting it,
 // so that an oversized value is refused before it is copied anywhere.
 size_t arg_bytes(FunctionCallInfoBaseData* fcinfo, int n);
-// text_arg, refusing (OutOfRange, naming `name`) a value of more than
-// `max_bytes` before it is detoasted.
-std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n, size_t max_bytes, const char* name);
 // The detoasted bytes; valid until the function returns.
 std::span<const uint8_t> bytea_arg(FunctionCallInfoBaseData* fcinfo, int n);
 // An artifact identity: 64 hex characters (either case); InvalidArgument otherwise,
