@@ -10,7 +10,6 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
-#include "kernels/cuda/cuda_runtime_probe.hpp"
 
 namespace kvg {
 
@@ -46,8 +45,9 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
                                      : model_->config().n_ctx),
       scratch_(std::make_shared<Scratch>()) {
-  if (options_.device == Device::Cuda || (options_.device == Device::Auto && cuda_device_available(nullptr)))
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
+  const DeviceChoice choice = resolve_device(options_.device);
+  if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
+  if (*choice.runs_on == Device::Cuda) cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
 }
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {

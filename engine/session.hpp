@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/cuda_forward.hpp"
+#include "engine/device.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -21,12 +22,8 @@ namespace kvg {
 // The arithmetic every logits hash and artifact records (docs/recipe.md).
 inline constexpr const char* kRecipe = "f32-portable-v1";
 
-// Where the forward pass runs. Auto takes a CUDA device when one is usable
-// and the CPU otherwise; both compute the same recipe, so the same bits.
-enum class Device { Cpu, Cuda, Auto };
-
 struct EngineOptions {
-  Device device = Device::Cpu;
+  Device device = Device::Cpu;  // resolved by resolve_device() (engine/device.hpp)
   int threads = 1;
   Isa isa = default_isa();
   int64_t max_context = 0;  // 0: the model's context length
@@ -41,6 +38,8 @@ using ProgressCheck = std::function<void()>;
 
 class Session {
  public:
+  // Throws kvg::Error(Unsupported) when options.device cannot be used
+  // (resolve_device() says why).
   Session(std::shared_ptr<const Model> model, EngineOptions options);
 
   const Model& model() const { return *model_; }
