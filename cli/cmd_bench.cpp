@@ -42,11 +42,7 @@ double memory_read_gbps(int threads) {
 
 }  // namespace
 
-int cmd_bench(int argc, char** argv) {
-  Args args(argc, argv, 2, {"skip-memory"});
-  auto known = kEngineFlags;
-  known.insert({"prompt-tokens", "gen-tokens", "skip-memory"});
-  args.allow_only(known);
+int cmd_bench(const Args& args) {
   auto model = load_model(args);
   const EngineOptions options = engine_options(args);
   const int64_t n_prompt = args.get_int("prompt-tokens", 128);

@@ -169,11 +169,7 @@ double mb_per_s(uint64_t bytes, double seconds) { return double(bytes) / seconds
 
 }  // namespace
 
-int cmd_bench_graft(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"lengths", "store", "repeat"});
-  args.allow_only(known);
+int cmd_bench_graft(const Args& args) {
   const double load_t0 = now_seconds();
   auto model = load_model(args);
   const double load_s = now_seconds() - load_t0;

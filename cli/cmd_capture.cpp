@@ -10,11 +10,7 @@
 
 namespace kvg::cli {
 
-int cmd_capture(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"text", "tokens", "out", "store", "parent", "chunk"});
-  args.allow_only(known);
+int cmd_capture(const Args& args) {
   if (args.has("out") == args.has("store")) throw Error(ErrorCode::InvalidArgument, "give exactly one of --out and --store");
   auto model = load_model(args);
   Session session(model, engine_options(args));
@@ -65,9 +61,9 @@ int cmd_capture(int argc, char** argv) {
   return 0;
 }
 
-int cmd_verify(int argc, char** argv) {
-  if (argc != 3) throw Error(ErrorCode::InvalidArgument, "usage: kvg verify FILE");
-  FileSource source(argv[2]);
+int cmd_verify(const Args& args) {
+  if (args.positional().size() != 1) throw Error(ErrorCode::InvalidArgument, "usage: kvg verify FILE");
+  FileSource source(args.positional()[0]);
   const VerifiedArtifact verified = verify_artifact(source);
   std::printf("%s\n", header_to_json(verified.header, verified.identity).c_str());
   return 0;

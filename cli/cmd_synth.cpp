@@ -6,10 +6,7 @@
 
 namespace kvg::cli {
 
-int cmd_synth(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  args.allow_only({"out", "n-embd", "n-layer", "n-head", "n-head-kv", "n-ff", "vocab", "type", "seed", "n-ctx",
-                   "rope-base", "arch"});
+int cmd_synth(const Args& args) {
   SynthOptions o;
   o.n_embd = int(args.get_int("n-embd", 64));
   o.n_layer = int(args.get_int("n-layer", 2));

@@ -100,9 +100,7 @@ Plan plan_for(uint64_t target) {
 
 }  // namespace
 
-int cmd_synth_artifact(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  args.allow_only({"bytes", "out", "seed"});
+int cmd_synth_artifact(const Args& args) {
   const int64_t target = args.get_int("bytes", -1);
   if (target <= 0) throw Error(ErrorCode::InvalidArgument, "--bytes N (a positive byte count) is required");
   const std::string out = args.get("out");
