@@ -101,5 +101,8 @@ check "malformed model is an error" bash -c "head -c 1000 '$model' > '$tmp/cut.g
 check "synth writes a loadable model" bash -c "'$kvg' synth --out '$tmp/s.gguf' --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 --type q8_0 --seed 1 && '$kvg' info --model '$tmp/s.gguf' --json | grep -q '\"layers\":2'"
 check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '| decode '"
 
+check "bench-store without a server fails as an environment error (3)" bash -c "
+  '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
+check "bench-store refuses sizes a bytea cannot hold" bash -c "'$kvg' bench-store --sizes 1,1024 2>&1 | grep -q 'MiB counts in 1..1000'"
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
