@@ -1,22 +1,19 @@
 // kvg bench: prefill and decode throughput, and the weight bandwidth decode
 // achieves against a plain memory read measured in the same run.
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/clock.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/engine_flags.hpp"
 #include "engine/sampler.hpp"
 
 namespace kvg::cli {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // GB/s of summing a buffer far larger than any cache, over `threads` threads.
 double memory_read_gbps(int threads) {
@@ -56,16 +53,24 @@ int cmd_bench(const Args& args) {
 
   Session session(model, options);
   std::vector<float> logits;
-  double t0 = now_seconds();
-  session.prefill(prompt, 0, LogitsFor::Last, &logits);
-  const double prefill_s = now_seconds() - t0;
+  // The prefill stays one forward call (what is measured), so its line shows
+  // only its start and end; decode redraws at most ten times a second.
+  double decode_s = 0, prefill_s = 0;
+  {
+    ProgressLine progress("bench: prefill", "tokens");
+    double t0 = now_seconds();
+    session.prefill(prompt, 0, LogitsFor::Last, &logits, {}, progress.reporter());
+    prefill_s = now_seconds() - t0;
 
-  t0 = now_seconds();
-  for (int64_t i = 0; i < n_gen; ++i) {
-    const int32_t next[1] = {argmax(logits)};
-    session.forward(next, LogitsFor::Last, &logits);
+    progress.restart("bench: decode");
+    t0 = now_seconds();
+    for (int64_t i = 0; i < n_gen; ++i) {
+      progress.update(i, n_gen);
+      const int32_t next[1] = {argmax(logits)};
+      session.forward(next, LogitsFor::Last, &logits);
+    }
+    decode_s = now_seconds() - t0;
   }
-  const double decode_s = now_seconds() - t0;
 
   const double weight_gb = double(model->weight_bytes()) / 1e9;
   const double decode_tps = double(n_gen) / decode_s;

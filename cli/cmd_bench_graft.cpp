@@ -4,7 +4,6 @@
 // the grafted context must equal the monolithic recompute's, byte for byte.
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +13,9 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/clock.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
 #include "engine/graft.hpp"
@@ -27,10 +28,6 @@ namespace {
 
 // The store's own copy chunk, so plain I/O issues the same-sized syscalls.
 constexpr size_t kIoChunk = size_t(1) << 20;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // A private directory for the bench's store and files; removed with all it
 // holds when the bench ends, on error too.
@@ -211,6 +208,13 @@ int cmd_bench_graft(const Args& args) {
               "|---------:|:-----:|\n");
   std::fflush(stdout);
 
+  // Progress in tokens evaluated: each repeat prefills n (capture) and n + 1
+  // (recompute); the graft's one token is not counted.
+  int64_t work_total = 0, work_done = 0;
+  for (const int64_t n : lengths) work_total += repeats_for(n) * (2 * n + 1);
+  ProgressLine progress("bench-graft", "tokens");
+  progress.update(0, work_total);
+
   std::vector<uint8_t> largest_artifact;
   Digest largest_id{};
   bool all_exact = true;
@@ -237,6 +241,7 @@ int cmd_bench_graft(const Args& args) {
         row.capture_s = std::min(row.capture_s, now_seconds() - t0);
         if (stored != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
       }
+      progress.update(work_done += n, work_total);
       std::vector<float> graft_logits, recompute_logits;
       {
         Session session(model, options);
@@ -251,10 +256,12 @@ int cmd_bench_graft(const Args& args) {
         session.forward(whole, LogitsFor::Last, &recompute_logits);
         row.recompute_s = std::min(row.recompute_s, now_seconds() - t0);
       }
+      progress.update(work_done += n + 1, work_total);
       row.exact = row.exact && same_bytes(graft_logits, recompute_logits);
     }
     row.bytes = artifact.bytes().size();
     all_exact = all_exact && row.exact;
+    progress.clear();  // the row goes to the same terminal
     std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %12.3f | %7.1fx | %5s |\n", (long long)row.tokens,
                 (unsigned long long)row.bytes, double(row.bytes) / double(row.tokens), row.capture_s * 1e3,
                 row.graft_s * 1e3, row.recompute_s * 1e3, row.recompute_s / row.graft_s, row.exact ? "yes" : "NO");
@@ -265,6 +272,7 @@ int cmd_bench_graft(const Args& args) {
     }
   }
 
+  progress.clear();
   const int io_repeat = int(repeat > 0 ? repeat : 3);
   const IoResult io = measure_io(store, dir.path(), largest_artifact, largest_id, io_repeat);
   const uint64_t bytes = largest_artifact.size();

@@ -6,6 +6,7 @@
 #include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/progress.hpp"
 #include "common/error.hpp"
 
 namespace kvg::cli {
@@ -32,8 +33,12 @@ int cmd_capture(const Args& args) {
   const int64_t from = session.n_past();
   if (int64_t(prefix.size()) <= from)
     throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
-  session.prefill(std::span<const int32_t>(prefix).subspan(size_t(from)), args.get_int("chunk", 0), LogitsFor::None,
-                  nullptr);
+  ProgressLine progress("capture: prefill", "tokens");
+  // A progress line needs chunks to report between; chunking never changes a bit.
+  const int64_t chunk = args.has("chunk") || !progress.enabled() ? args.get_int("chunk", 0) : 64;
+  session.prefill(std::span<const int32_t>(prefix).subspan(size_t(from)), chunk, LogitsFor::None, nullptr, {},
+                  progress.reporter());
+  progress.clear();
 
   Digest identity;
   if (args.has("out")) {

@@ -2,6 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "engine/synth_model.hpp"
 
 namespace kvg::cli {
@@ -20,7 +21,10 @@ int cmd_synth(const Args& args) {
   o.rope_base = float(args.get_double("rope-base", 10000.0));
   o.architecture = args.opt("arch").value_or("llama");
   const std::string out = args.get("out");
-  write_synth_model(o, out);
+  {
+    ProgressLine progress("synth", "MB", 1e6);
+    write_synth_model(o, out, progress.reporter());
+  }
   std::printf("%s\n", out.c_str());
   return 0;
 }

@@ -144,12 +144,13 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
-                      const ProgressCheck& check) {
+                      const ProgressCheck& check, const ProgressReport& report) {
   check_tokens(tokens);
   const int64_t n = int64_t(tokens.size());
   if (chunk <= 0) chunk = std::max<int64_t>(n, 1);
   if (logits) logits->clear();
   std::vector<float> part;
+  if (report) report(0, n);
   for (int64_t start = 0; start < n; start += chunk) {
     if (check) check();
     const int64_t end = std::min(n, start + chunk);
@@ -159,6 +160,7 @@ void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor 
                                                                             : LogitsFor::None;
     forward(tokens.subspan(size_t(start), size_t(end - start)), part_which, logits ? &part : nullptr);
     if (logits && part_which != LogitsFor::None) logits->insert(logits->end(), part.begin(), part.end());
+    if (report) report(end, n);
   }
 }
 

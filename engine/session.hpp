@@ -13,6 +13,7 @@
 #include "engine/device.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
+#include "engine/progress.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -30,11 +31,6 @@ struct EngineOptions {
 };
 
 enum class LogitsFor { None, Last, All };
-
-// Called between chunks of work on the caller's thread; throw (e.g. a
-// kvg::Error with ErrorCode::Cancelled) to stop. The session stays usable:
-// positions already evaluated are kept.
-using ProgressCheck = std::function<void()>;
 
 class Session {
  public:
@@ -54,9 +50,10 @@ class Session {
   void forward(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
 
   // forward() in chunks of `chunk` tokens (0: all at once), calling `check`
-  // before each chunk. Logits rows are concatenated as if one call.
+  // before each chunk and `report` (tokens of this call) before and after
+  // each. Logits rows are concatenated as if one call.
   void prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
-               const ProgressCheck& check = {});
+               const ProgressCheck& check = {}, const ProgressReport& report = {});
 
   // Forgets positions >= n (their KV rows become garbage to overwrite).
   void truncate(int64_t n);

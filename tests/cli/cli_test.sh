@@ -104,5 +104,23 @@ check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tok
 check "bench-store without a server fails as an environment error (3)" bash -c "
   '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
 check "bench-store refuses sizes a bytea cannot hold" bash -c "'$kvg' bench-store --sizes 1,1024 2>&1 | grep -q 'MiB counts in 1..1000'"
+# Progress lines: on a terminal (script(1) gives a pseudo-terminal), none otherwise.
+check "synth prints nothing on stderr when it is not a terminal" bash -c "
+  '$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300 2>'$tmp/e' >/dev/null && [ ! -s '$tmp/e' ]"
+check "capture prints no progress when stderr is not a terminal" bash -c "
+  '$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga' 2>'$tmp/e' >/dev/null && ! grep -q 'tokens/s' '$tmp/e'"
+if command -v script >/dev/null; then
+  on_tty() { script -qefc "$1" /dev/null; }
+  check "bench on a terminal shows a decode progress line" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 64 --skip-memory\" | grep -a -q 'bench: decode: [0-9]*/64 tokens'"
+  check "capture on a terminal shows prefill progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga'\" | grep -a -q 'capture: prefill: 21/21 tokens (100%)'"
+  check "synth on a terminal shows MB progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300\" | grep -a -q 'synth: [0-9.]*/[0-9.]* MB'"
+  check "bench-graft on a terminal shows progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' bench-graft --model '$model' --lengths 8,16 --repeat 1\" | grep -a -q 'bench-graft: 50/50 tokens (100%)'"
+elif [ "${CI:-}" = true ]; then
+  check "script(1) is installed (util-linux) for the terminal checks" false
+fi
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
