@@ -74,6 +74,20 @@ int cmd_bench(const Args& args) {
 
   const double weight_gb = double(model->weight_bytes()) / 1e9;
   const double decode_tps = double(n_gen) / decode_s;
+  const double mem = args.has("skip-memory") ? 0 : memory_read_gbps(options.threads);
+  if (args.has("json")) {  // for scripts/bench-report.py and other tools
+    std::printf("{\"model\":\"%s\",\"architecture\":\"%s\",\"parameters\":%llu,\"weight_bytes\":%llu,"
+                "\"recipe\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
+                "\"prefill\":{\"tokens\":%lld,\"seconds\":%.6f,\"tokens_per_s\":%.3f},"
+                "\"decode\":{\"tokens\":%lld,\"seconds\":%.6f,\"tokens_per_s\":%.3f,\"weight_gbps\":%.4f},"
+                "\"memory_read_gbps\":%s}\n",
+                json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
+                (unsigned long long)model->parameter_count(), (unsigned long long)model->weight_bytes(), kRecipe,
+                isa_name(options.isa), options.threads, (long long)n_prompt, prefill_s, double(n_prompt) / prefill_s,
+                (long long)n_gen, decode_s, decode_tps, weight_gb * decode_tps,
+                mem > 0 ? std::to_string(mem).c_str() : "null");
+    return 0;
+  }
   std::printf("model        %s (%s, %llu parameters, %.3f GB of weights)\n", model->path().c_str(),
               model->config().architecture.c_str(), (unsigned long long)model->parameter_count(), weight_gb);
   std::printf("engine       recipe %s, isa %s, %d thread(s)\n\n", kRecipe, isa_name(options.isa), options.threads);
@@ -83,11 +97,9 @@ int cmd_bench(const Args& args) {
               double(n_prompt) / prefill_s);
   std::printf("| decode  | %6lld | %8.4f | %10.1f | %11.2f |\n", (long long)n_gen, decode_s, decode_tps,
               weight_gb * decode_tps);
-  if (!args.has("skip-memory")) {
-    const double mem = memory_read_gbps(options.threads);
+  if (mem > 0)
     std::printf("\nmemory read (1 GiB, %d thread(s)): %.2f GB/s; decode reaches %.0f%% of it\n", options.threads,
                 mem, 100.0 * weight_gb * decode_tps / mem);
-  }
   return 0;
 }
 

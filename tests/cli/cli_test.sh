@@ -104,6 +104,10 @@ check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tok
 check "bench-store without a server fails as an environment error (3)" bash -c "
   '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
 check "bench-store refuses sizes a bytea cannot hold" bash -c "'$kvg' bench-store --sizes 1,1024 2>&1 | grep -q 'MiB counts in 1..1000'"
+check "bench --json is one object with both phases" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory --json |
+  python3 -c 'import json,sys; d = json.load(sys.stdin); assert d[\"prefill\"][\"tokens\"] == 16 and d[\"decode\"][\"tokens_per_s\"] > 0'"
+check "bench-graft --json has a row per length and the store I/O" bash -c "'$kvg' bench-graft --model '$model' --lengths 8,16 --repeat 1 --json |
+  python3 -c 'import json,sys; d = json.load(sys.stdin); assert [r[\"tokens\"] for r in d[\"rows\"]] == [8, 16] and d[\"all_exact\"] and d[\"store_io\"][\"file_read_mbps\"] > 0'"
 # Progress lines: on a terminal (script(1) gives a pseudo-terminal), none otherwise.
 check "synth prints nothing on stderr when it is not a terminal" bash -c "
   '$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300 2>'$tmp/e' >/dev/null && [ ! -s '$tmp/e' ]"
