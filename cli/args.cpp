@@ -7,16 +7,42 @@
 
 namespace kvg::cli {
 
-Args::Args(int argc, char** argv, int first, const std::set<std::string>& booleans) {
+namespace {
+
+const Flag* find_flag(const Flags& flags, const std::string& arg) {
+  for (const Flag& f : flags)
+    if (arg == "--" + f.name || (!f.alias.empty() && arg == f.alias)) return &f;
+  return nullptr;
+}
+
+bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
+
+}  // namespace
+
+Args::Args(int argc, char** argv, int first, const Flags& flags, int max_positional) {
+  // Help first, so that `kvg capture --model M --help` helps rather than
+  // complaining that --out is missing or a flag is misspelt.
   for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + arg + "'");
-    std::string name = arg.substr(2);
-    if (booleans.count(name)) {
-      values_[name] = "1";
+    const std::string arg = argv[i];
+    if (is_help(arg)) {
+      help_ = true;
+      return;
+    }
+    if (const Flag* f = find_flag(flags, arg); f && !f->value.empty()) ++i;  // skip its value
+  }
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const Flag* f = find_flag(flags, arg);
+    if (!f) {
+      if (arg.rfind("-", 0) == 0) throw Error(ErrorCode::InvalidArgument, "unknown flag " + arg);
+      if (int(positional_.size()) >= max_positional)
+        throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + arg + "'");
+      positional_.push_back(arg);
+    } else if (f->value.empty()) {
+      values_[f->name] = "1";
     } else {
-      if (i + 1 >= argc) throw Error(ErrorCode::InvalidArgument, "--" + name + " needs a value");
-      values_[name] = argv[++i];
+      if (i + 1 >= argc) throw Error(ErrorCode::InvalidArgument, "--" + f->name + " needs a value");
+      values_[f->name] = argv[++i];
     }
   }
 }
@@ -59,11 +85,6 @@ double Args::get_double(const std::string& name, double fallback) const {
   } catch (const std::exception&) {
     throw Error(ErrorCode::InvalidArgument, "--" + name + " expects a number, got '" + *v + "'");
   }
-}
-
-void Args::allow_only(const std::set<std::string>& known) const {
-  for (const auto& [name, value] : values_)
-    if (!known.count(name)) throw Error(ErrorCode::InvalidArgument, "unknown flag --" + name);
 }
 
 std::vector<int32_t> parse_token_list(const std::string& text) {

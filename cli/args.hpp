@@ -1,30 +1,45 @@
-// Flag parsing for the `kvg` command: `--name value` and boolean `--name`.
+// Flag parsing for the `kvg` command: `--name value` and boolean `--name`,
+// checked against the command's declared flags (cli/commands.cpp), which
+// also make its --help.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 namespace kvg::cli {
 
+// One flag a command takes, with its one line of help.
+struct Flag {
+  std::string name;   // without the leading "--"
+  std::string value;  // what the value is, e.g. "N" or "FILE"; empty: a boolean flag
+  std::string help;
+  std::string alias = {};  // a short spelling, e.g. "-n"
+};
+using Flags = std::vector<Flag>;
+
 class Args {
  public:
-  // `booleans` lists the flags that take no value; every other flag takes one.
-  Args(int argc, char** argv, int first, const std::set<std::string>& booleans);
+  // Parses argv[first..] as `flags` (InvalidArgument for an unknown flag or a
+  // missing value) plus at most `max_positional` bare arguments. `--help` or
+  // `-h` where a flag may stand makes help_requested() true and nothing else
+  // is checked.
+  Args(int argc, char** argv, int first, const Flags& flags, int max_positional = 0);
 
+  bool help_requested() const { return help_; }
+  const std::vector<std::string>& positional() const { return positional_; }
   bool has(const std::string& name) const;
   std::string get(const std::string& name) const;  // throws when missing
   std::optional<std::string> opt(const std::string& name) const;
   int64_t get_int(const std::string& name, int64_t fallback) const;
   double get_double(const std::string& name, double fallback) const;
-  // Throws InvalidArgument naming the first flag not in `known`.
-  void allow_only(const std::set<std::string>& known) const;
 
  private:
   std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  bool help_ = false;
 };
 
 // "1,2,3" or "1 2 3" -> ids.

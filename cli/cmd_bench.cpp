@@ -1,22 +1,19 @@
 // kvg bench: prefill and decode throughput, and the weight bandwidth decode
 // achieves against a plain memory read measured in the same run.
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/clock.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/engine_flags.hpp"
 #include "engine/sampler.hpp"
 
 namespace kvg::cli {
 
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // GB/s of summing a buffer far larger than any cache, over `threads` threads.
 double memory_read_gbps(int threads) {
@@ -42,11 +39,7 @@ double memory_read_gbps(int threads) {
 
 }  // namespace
 
-int cmd_bench(int argc, char** argv) {
-  Args args(argc, argv, 2, {"skip-memory"});
-  auto known = kEngineFlags;
-  known.insert({"prompt-tokens", "gen-tokens", "skip-memory"});
-  args.allow_only(known);
+int cmd_bench(const Args& args) {
   auto model = load_model(args);
   const EngineOptions options = engine_options(args);
   const int64_t n_prompt = args.get_int("prompt-tokens", 128);
@@ -60,19 +53,41 @@ int cmd_bench(int argc, char** argv) {
 
   Session session(model, options);
   std::vector<float> logits;
-  double t0 = now_seconds();
-  session.prefill(prompt, 0, LogitsFor::Last, &logits);
-  const double prefill_s = now_seconds() - t0;
+  // The prefill stays one forward call (what is measured), so its line shows
+  // only its start and end; decode redraws at most ten times a second.
+  double decode_s = 0, prefill_s = 0;
+  {
+    ProgressLine progress("bench: prefill", "tokens");
+    double t0 = now_seconds();
+    session.prefill(prompt, 0, LogitsFor::Last, &logits, {}, progress.reporter());
+    prefill_s = now_seconds() - t0;
 
-  t0 = now_seconds();
-  for (int64_t i = 0; i < n_gen; ++i) {
-    const int32_t next[1] = {argmax(logits)};
-    session.forward(next, LogitsFor::Last, &logits);
+    progress.restart("bench: decode");
+    t0 = now_seconds();
+    for (int64_t i = 0; i < n_gen; ++i) {
+      progress.update(i, n_gen);
+      const int32_t next[1] = {argmax(logits)};
+      session.forward(next, LogitsFor::Last, &logits);
+    }
+    decode_s = now_seconds() - t0;
   }
-  const double decode_s = now_seconds() - t0;
 
   const double weight_gb = double(model->weight_bytes()) / 1e9;
   const double decode_tps = double(n_gen) / decode_s;
+  const double mem = args.has("skip-memory") ? 0 : memory_read_gbps(options.threads);
+  if (args.has("json")) {  // for scripts/bench-report.py and other tools
+    std::printf("{\"model\":\"%s\",\"architecture\":\"%s\",\"parameters\":%llu,\"weight_bytes\":%llu,"
+                "\"recipe\":\"%s\",\"isa\":\"%s\",\"threads\":%d,"
+                "\"prefill\":{\"tokens\":%lld,\"seconds\":%.6f,\"tokens_per_s\":%.3f},"
+                "\"decode\":{\"tokens\":%lld,\"seconds\":%.6f,\"tokens_per_s\":%.3f,\"weight_gbps\":%.4f},"
+                "\"memory_read_gbps\":%s}\n",
+                json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
+                (unsigned long long)model->parameter_count(), (unsigned long long)model->weight_bytes(), kRecipe,
+                isa_name(options.isa), options.threads, (long long)n_prompt, prefill_s, double(n_prompt) / prefill_s,
+                (long long)n_gen, decode_s, decode_tps, weight_gb * decode_tps,
+                mem > 0 ? std::to_string(mem).c_str() : "null");
+    return 0;
+  }
   std::printf("model        %s (%s, %llu parameters, %.3f GB of weights)\n", model->path().c_str(),
               model->config().architecture.c_str(), (unsigned long long)model->parameter_count(), weight_gb);
   std::printf("engine       recipe %s, isa %s, %d thread(s)\n\n", kRecipe, isa_name(options.isa), options.threads);
@@ -82,11 +97,9 @@ int cmd_bench(int argc, char** argv) {
               double(n_prompt) / prefill_s);
   std::printf("| decode  | %6lld | %8.4f | %10.1f | %11.2f |\n", (long long)n_gen, decode_s, decode_tps,
               weight_gb * decode_tps);
-  if (!args.has("skip-memory")) {
-    const double mem = memory_read_gbps(options.threads);
+  if (mem > 0)
     std::printf("\nmemory read (1 GiB, %d thread(s)): %.2f GB/s; decode reaches %.0f%% of it\n", options.threads,
                 mem, 100.0 * weight_gb * decode_tps / mem);
-  }
   return 0;
 }
 

@@ -4,7 +4,6 @@
 // the grafted context must equal the monolithic recompute's, byte for byte.
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +13,9 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/clock.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
 #include "engine/graft.hpp"
@@ -27,10 +28,6 @@ namespace {
 
 // The store's own copy chunk, so plain I/O issues the same-sized syscalls.
 constexpr size_t kIoChunk = size_t(1) << 20;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // A private directory for the bench's store and files; removed with all it
 // holds when the bench ends, on error too.
@@ -169,11 +166,7 @@ double mb_per_s(uint64_t bytes, double seconds) { return double(bytes) / seconds
 
 }  // namespace
 
-int cmd_bench_graft(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"lengths", "store", "repeat"});
-  args.allow_only(known);
+int cmd_bench_graft(const Args& args) {
   const double load_t0 = now_seconds();
   auto model = load_model(args);
   const double load_s = now_seconds() - load_t0;
@@ -201,20 +194,31 @@ int cmd_bench_graft(int argc, char** argv) {
   FileStore store(dir.path() + "/store");
   const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
 
-  std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
-              model->path().c_str(), model->config().architecture.c_str(),
-              (unsigned long long)model->parameter_count(), load_s);
-  std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", kRecipe, isa_name(options.isa),
-              options.threads, (long long)limit);
-  std::printf("store        %s (temporary)\n", store.dir().c_str());
-  std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
-              repeat > 0 ? std::to_string(repeat).c_str() : "3 up to 512 tokens, 1 above");
-  std::printf("| prefix tokens | artifact bytes | bytes/token | capture ms | graft + 1 token ms | recompute ms "
-              "| speed-up | exact |\n");
-  std::printf("|--------------:|---------------:|------------:|-----------:|-------------------:|-------------:"
-              "|---------:|:-----:|\n");
+  const bool json = args.has("json");  // one object at the end instead of tables
+  if (!json) {
+    std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
+                model->path().c_str(), model->config().architecture.c_str(),
+                (unsigned long long)model->parameter_count(), load_s);
+    std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", kRecipe, isa_name(options.isa),
+                options.threads, (long long)limit);
+    std::printf("store        %s (temporary)\n", store.dir().c_str());
+    std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
+                repeat > 0 ? std::to_string(repeat).c_str() : "3 up to 512 tokens, 1 above");
+    std::printf("| prefix tokens | artifact bytes | bytes/token | capture ms | graft + 1 token ms | recompute ms "
+                "| speed-up | exact |\n");
+    std::printf("|--------------:|---------------:|------------:|-----------:|-------------------:|-------------:"
+                "|---------:|:-----:|\n");
+  }
   std::fflush(stdout);
 
+  // Progress in tokens evaluated: each repeat prefills n (capture) and n + 1
+  // (recompute); the graft's one token is not counted.
+  int64_t work_total = 0, work_done = 0;
+  for (const int64_t n : lengths) work_total += repeats_for(n) * (2 * n + 1);
+  ProgressLine progress("bench-graft", "tokens");
+  progress.update(0, work_total);
+
+  std::vector<Row> rows;
   std::vector<uint8_t> largest_artifact;
   Digest largest_id{};
   bool all_exact = true;
@@ -241,6 +245,7 @@ int cmd_bench_graft(int argc, char** argv) {
         row.capture_s = std::min(row.capture_s, now_seconds() - t0);
         if (stored != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
       }
+      progress.update(work_done += n, work_total);
       std::vector<float> graft_logits, recompute_logits;
       {
         Session session(model, options);
@@ -255,11 +260,15 @@ int cmd_bench_graft(int argc, char** argv) {
         session.forward(whole, LogitsFor::Last, &recompute_logits);
         row.recompute_s = std::min(row.recompute_s, now_seconds() - t0);
       }
+      progress.update(work_done += n + 1, work_total);
       row.exact = row.exact && same_bytes(graft_logits, recompute_logits);
     }
     row.bytes = artifact.bytes().size();
     all_exact = all_exact && row.exact;
-    std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %12.3f | %7.1fx | %5s |\n", (long long)row.tokens,
+    rows.push_back(row);
+    progress.clear();  // the row goes to the same terminal
+    if (!json)
+      std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %12.3f | %7.1fx | %5s |\n", (long long)row.tokens,
                 (unsigned long long)row.bytes, double(row.bytes) / double(row.tokens), row.capture_s * 1e3,
                 row.graft_s * 1e3, row.recompute_s * 1e3, row.recompute_s / row.graft_s, row.exact ? "yes" : "NO");
     std::fflush(stdout);
@@ -269,18 +278,35 @@ int cmd_bench_graft(int argc, char** argv) {
     }
   }
 
+  progress.clear();
   const int io_repeat = int(repeat > 0 ? repeat : 3);
   const IoResult io = measure_io(store, dir.path(), largest_artifact, largest_id, io_repeat);
   const uint64_t bytes = largest_artifact.size();
-  std::printf("\nstore vs plain file I/O, %llu bytes (the %lld-token artifact), same directory, best of %d; "
-              "reads hit the page cache\n\n",
-              (unsigned long long)bytes, (long long)longest, io_repeat);
-  std::printf("| operation | FileStore                      | MB/s     | plain file        | MB/s     | store / plain |\n");
-  std::printf("|-----------|--------------------------------|---------:|-------------------|---------:|--------------:|\n");
-  std::printf("| write     | put from a file (hash, fsync)  | %8.1f | write + fsync     | %8.1f | %13.2f |\n",
-              mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s), io.write_s / io.put_s);
-  std::printf("| read      | get + read to end (verify)     | %8.1f | read to end       | %8.1f | %13.2f |\n",
-              mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), io.read_s / io.get_s);
+  if (json) {
+    std::printf("{\"model\":\"%s\",\"architecture\":\"%s\",\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\","
+                "\"threads\":%d,\"rows\":[",
+                json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
+                (unsigned long long)model->parameter_count(), kRecipe, isa_name(options.isa), options.threads);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"tokens\":%lld,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"recompute_ms\":%.4f,"
+                  "\"exact\":%s}",
+                  i ? "," : "", (long long)rows[i].tokens, (unsigned long long)rows[i].bytes, rows[i].capture_s * 1e3,
+                  rows[i].graft_s * 1e3, rows[i].recompute_s * 1e3, rows[i].exact ? "true" : "false");
+    std::printf("],\"store_io\":{\"bytes\":%llu,\"store_put_mbps\":%.3f,\"file_write_mbps\":%.3f,"
+                "\"store_get_mbps\":%.3f,\"file_read_mbps\":%.3f},\"all_exact\":%s}\n",
+                (unsigned long long)bytes, mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s),
+                mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), all_exact ? "true" : "false");
+  } else {
+    std::printf("\nstore vs plain file I/O, %llu bytes (the %lld-token artifact), same directory, best of %d; "
+                "reads hit the page cache\n\n",
+                (unsigned long long)bytes, (long long)longest, io_repeat);
+    std::printf("| operation | FileStore                      | MB/s     | plain file        | MB/s     | store / plain |\n");
+    std::printf("|-----------|--------------------------------|---------:|-------------------|---------:|--------------:|\n");
+    std::printf("| write     | put from a file (hash, fsync)  | %8.1f | write + fsync     | %8.1f | %13.2f |\n",
+                mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s), io.write_s / io.put_s);
+    std::printf("| read      | get + read to end (verify)     | %8.1f | read to end       | %8.1f | %13.2f |\n",
+                mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), io.read_s / io.get_s);
+  }
   return all_exact ? 0 : 1;
 }
 

@@ -6,15 +6,12 @@
 #include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/progress.hpp"
 #include "common/error.hpp"
 
 namespace kvg::cli {
 
-int cmd_capture(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"text", "tokens", "out", "store", "parent", "chunk"});
-  args.allow_only(known);
+int cmd_capture(const Args& args) {
   if (args.has("out") == args.has("store")) throw Error(ErrorCode::InvalidArgument, "give exactly one of --out and --store");
   auto model = load_model(args);
   Session session(model, engine_options(args));
@@ -36,8 +33,12 @@ int cmd_capture(int argc, char** argv) {
   const int64_t from = session.n_past();
   if (int64_t(prefix.size()) <= from)
     throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
-  session.prefill(std::span<const int32_t>(prefix).subspan(size_t(from)), args.get_int("chunk", 0), LogitsFor::None,
-                  nullptr);
+  ProgressLine progress("capture: prefill", "tokens");
+  // A progress line needs chunks to report between; chunking never changes a bit.
+  const int64_t chunk = args.has("chunk") || !progress.enabled() ? args.get_int("chunk", 0) : 64;
+  session.prefill(std::span<const int32_t>(prefix).subspan(size_t(from)), chunk, LogitsFor::None, nullptr, {},
+                  progress.reporter());
+  progress.clear();
 
   Digest identity;
   if (args.has("out")) {
@@ -65,9 +66,9 @@ int cmd_capture(int argc, char** argv) {
   return 0;
 }
 
-int cmd_verify(int argc, char** argv) {
-  if (argc != 3) throw Error(ErrorCode::InvalidArgument, "usage: kvg verify FILE");
-  FileSource source(argv[2]);
+int cmd_verify(const Args& args) {
+  if (args.positional().size() != 1) throw Error(ErrorCode::InvalidArgument, "usage: kvg verify FILE");
+  FileSource source(args.positional()[0]);
   const VerifiedArtifact verified = verify_artifact(source);
   std::printf("%s\n", header_to_json(verified.header, verified.identity).c_str());
   return 0;

@@ -8,14 +8,7 @@
 
 namespace kvg::cli {
 
-int cmd_generate(int argc, char** argv) {
-  // `-n` is accepted as the short form of --n.
-  for (int i = 2; i < argc; ++i)
-    if (std::string(argv[i]) == "-n") argv[i] = const_cast<char*>("--n");
-  Args args(argc, argv, 2, {"json"});
-  auto known = kEngineFlags;
-  known.insert({"text", "tokens", "n", "seed", "temperature", "top-k", "top-p", "json", "chunk", "artifact", "store"});
-  args.allow_only(known);
+int cmd_generate(const Args& args) {
   auto model = load_model(args);
   Session session(model, engine_options(args));
   std::vector<int32_t> prompt;

@@ -10,11 +10,7 @@ namespace kvg::cli {
 
 // Exit status 0 exactly when the grafted run's logits bytes (and every
 // sampled continuation) equal the monolithic recompute's.
-int cmd_graft_check(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"artifact", "store", "tokens", "text", "samples", "sample-tokens"});
-  args.allow_only(known);
+int cmd_graft_check(const Args& args) {
   auto model = load_model(args);
   const ArtifactRef ref = resolve_artifact(args);
   const auto prompt = prompt_after_artifact(args, *model, chain_tokens(ref));

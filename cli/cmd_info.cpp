@@ -6,21 +6,24 @@
 
 namespace kvg::cli {
 
-int cmd_info(int argc, char** argv) {
-  Args args(argc, argv, 2, {"json"});
-  args.allow_only({"model", "json"});
+int cmd_info(const Args& args) {
   auto model = load_model(args);
   const ModelConfig& c = model->config();
+  // Where an engine command with the same --device would really run; none
+  // when it would be refused (cuda without a usable GPU).
+  const DeviceChoice device = resolve_device(device_flag(args));
+  const char* runs_on = device.runs_on ? device_name(*device.runs_on) : nullptr;
   if (args.has("json")) {
     std::printf(
         "{\"architecture\":\"%s\",\"name\":\"%s\",\"layers\":%d,\"embedding\":%d,\"heads\":%d,\"kv_heads\":%d,"
         "\"head_dim\":%d,\"feed_forward\":%d,\"vocabulary\":%d,\"context_length\":%d,\"rope_dim\":%d,"
         "\"rope_base\":%.17g,\"norm_eps\":%.9g,\"tied_output\":%s,\"parameters\":%llu,\"weight_bytes\":%llu,"
-        "\"recipe\":\"%s\",\"fingerprint\":\"%s\"}\n",
+        "\"recipe\":\"%s\",\"fingerprint\":\"%s\",\"device\":%s,\"device_detail\":\"%s\"}\n",
         json_escape(c.architecture).c_str(), json_escape(c.name).c_str(), c.n_layer, c.n_embd, c.n_head,
         c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx, c.rope_dim, c.rope_base, double(c.norm_eps),
         c.tied_output ? "true" : "false", (unsigned long long)model->parameter_count(),
-        (unsigned long long)model->weight_bytes(), kRecipe, model->fingerprint_hex().c_str());
+        (unsigned long long)model->weight_bytes(), kRecipe, model->fingerprint_hex().c_str(),
+        runs_on ? ("\"" + std::string(runs_on) + "\"").c_str() : "null", json_escape(device.detail).c_str());
     return 0;
   }
   std::printf("architecture    %s\n", c.architecture.c_str());
@@ -39,6 +42,8 @@ int cmd_info(int argc, char** argv) {
               (unsigned long long)model->weight_bytes());
   std::printf("recipe          %s\n", kRecipe);
   std::printf("fingerprint     %s\n", model->fingerprint_hex().c_str());
+  std::printf("device          %s%s%s%s\n", runs_on ? runs_on : "none: engine commands are refused",
+              device.detail.empty() ? "" : " (", device.detail.c_str(), device.detail.empty() ? "" : ")");
   return 0;
 }
 

@@ -8,11 +8,7 @@
 
 namespace kvg::cli {
 
-int cmd_logits(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  auto known = kEngineFlags;
-  known.insert({"tokens", "out", "chunk", "artifact", "store"});
-  args.allow_only(known);
+int cmd_logits(const Args& args) {
   auto model = load_model(args);
   const auto tokens = parse_token_list(args.get("tokens"));
   if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "--tokens is empty");

@@ -2,14 +2,12 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/progress.hpp"
 #include "engine/synth_model.hpp"
 
 namespace kvg::cli {
 
-int cmd_synth(int argc, char** argv) {
-  Args args(argc, argv, 2, {});
-  args.allow_only({"out", "n-embd", "n-layer", "n-head", "n-head-kv", "n-ff", "vocab", "type", "seed", "n-ctx",
-                   "rope-base", "arch"});
+int cmd_synth(const Args& args) {
   SynthOptions o;
   o.n_embd = int(args.get_int("n-embd", 64));
   o.n_layer = int(args.get_int("n-layer", 2));
@@ -23,7 +21,10 @@ int cmd_synth(int argc, char** argv) {
   o.rope_base = float(args.get_double("rope-base", 10000.0));
   o.architecture = args.opt("arch").value_or("llama");
   const std::string out = args.get("out");
-  write_synth_model(o, out);
+  {
+    ProgressLine progress("synth", "MB", 1e6);
+    write_synth_model(o, out, progress.reporter());
+  }
   std::printf("%s\n", out.c_str());
   return 0;
 }

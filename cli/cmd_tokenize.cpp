@@ -6,9 +6,7 @@
 
 namespace kvg::cli {
 
-int cmd_tokenize(int argc, char** argv) {
-  Args args(argc, argv, 2, {"bos"});
-  args.allow_only({"model", "text", "bos"});
+int cmd_tokenize(const Args& args) {
   auto model = load_model(args);
   const Tokenizer& tok = model->tokenizer();
   const auto ids = args.has("bos") ? tok.encode_with_bos(args.get("text")) : tok.encode(args.get("text"));

@@ -1,18 +1,41 @@
-// The `kvg` subcommands; each parses its own flags from argv[2..].
+// The `kvg` subcommands: their names, flags and one-line help (the table in
+// cli/commands.cpp), and the functions that run them on parsed flags.
 #pragma once
+
+#include <cstdio>
+#include <string_view>
+#include <vector>
+
+#include "cli/args.hpp"
 
 namespace kvg::cli {
 
-int cmd_info(int argc, char** argv);
-int cmd_tokenize(int argc, char** argv);
-int cmd_logits(int argc, char** argv);
-int cmd_generate(int argc, char** argv);
-int cmd_bench(int argc, char** argv);
-int cmd_bench_graft(int argc, char** argv);
-int cmd_synth(int argc, char** argv);
-int cmd_capture(int argc, char** argv);
-int cmd_verify(int argc, char** argv);
-int cmd_graft_check(int argc, char** argv);
-int cmd_synth_artifact(int argc, char** argv);
+struct Command {
+  const char* name;
+  const char* summary;  // one line, for `kvg help`
+  int (*run)(const Args&);
+  Flags flags;
+  const char* positional = nullptr;  // a bare argument's name (verify FILE), if the command takes one
+};
+
+const std::vector<Command>& commands();
+const Command* find_command(std::string_view name);
+// `kvg help`: every command with its summary.
+void print_command_list(std::FILE* out);
+// `kvg help NAME`, `kvg NAME --help`: the command's usage and each flag on one line.
+void print_command_help(std::FILE* out, const Command& command);
+
+int cmd_info(const Args& args);
+int cmd_tokenize(const Args& args);
+int cmd_logits(const Args& args);
+int cmd_generate(const Args& args);
+int cmd_bench(const Args& args);
+int cmd_bench_graft(const Args& args);
+int cmd_bench_store(const Args& args);
+int cmd_synth(const Args& args);
+int cmd_capture(const Args& args);
+int cmd_verify(const Args& args);
+int cmd_graft_check(const Args& args);
+int cmd_synth_artifact(const Args& args);
 
 }  // namespace kvg::cli

@@ -11,18 +11,33 @@ namespace kvg::cli {
 
 static_assert(std::endian::native == std::endian::little, "logits are written as native little-endian floats");
 
+Flags engine_flags(Flags more) {
+  Flags flags = {
+      {"model", "M", "the GGUF model file"},
+      {"threads", "N", "worker threads, 1..256 (default 1; the bits do not change)"},
+      {"isa", "I", "scalar|avx2|avx512|auto: the CPU kernels (default: the best; the bits do not change)"},
+      {"max-context", "N", "positions the KV cache holds (default: the model's context length)"},
+      {"device", "D", "cpu|cuda|auto: where the forward pass runs (default cpu; the bits do not change)"},
+  };
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
 EngineOptions engine_options(const Args& args) {
   EngineOptions options;
   options.threads = int(args.get_int("threads", 1));
   if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
   if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);
   options.max_context = args.get_int("max-context", 0);
-  const std::string device = args.opt("device").value_or("cpu");
-  if (device == "cpu") options.device = Device::Cpu;
-  else if (device == "cuda") options.device = Device::Cuda;
-  else if (device == "auto") options.device = Device::Auto;
-  else throw Error(ErrorCode::InvalidArgument, "--device must be cpu, cuda or auto, not '" + device + "'");
+  options.device = device_flag(args);
   return options;
+}
+
+Device device_flag(const Args& args) {
+  const std::string name = args.opt("device").value_or("cpu");
+  const auto device = parse_device(name);
+  if (!device) throw Error(ErrorCode::InvalidArgument, "--device must be cpu, cuda or auto, not '" + name + "'");
+  return *device;
 }
 
 std::shared_ptr<const Model> load_model(const Args& args) { return Model::load(args.get("model")); }

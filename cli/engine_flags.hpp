@@ -2,7 +2,6 @@
 #pragma once
 
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -12,10 +11,13 @@
 
 namespace kvg::cli {
 
-// --threads N, --isa scalar|avx2|avx512|auto, --max-context N, --device cpu|cuda|auto
-inline const std::set<std::string> kEngineFlags = {"model", "threads", "isa", "max-context", "device"};
+// --model, --threads, --isa, --max-context, --device: the flags of every
+// command that runs the model, followed by `more`.
+Flags engine_flags(Flags more);
 
 EngineOptions engine_options(const Args& args);
+// --device (default cpu).
+Device device_flag(const Args& args);
 std::shared_ptr<const Model> load_model(const Args& args);
 // The prompt from --tokens or --text (encoded, with BOS when the model adds one).
 std::vector<int32_t> prompt_tokens(const Args& args, const Model& model);

@@ -10,7 +10,6 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
-#include "kernels/cuda/cuda_runtime_probe.hpp"
 
 namespace kvg {
 
@@ -46,8 +45,9 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
                                      : model_->config().n_ctx),
       scratch_(std::make_shared<Scratch>()) {
-  if (options_.device == Device::Cuda || (options_.device == Device::Auto && cuda_device_available(nullptr)))
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
+  const DeviceChoice choice = resolve_device(options_.device);
+  if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
+  if (*choice.runs_on == Device::Cuda) cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
 }
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
@@ -144,12 +144,13 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
-                      const ProgressCheck& check) {
+                      const ProgressCheck& check, const ProgressReport& report) {
   check_tokens(tokens);
   const int64_t n = int64_t(tokens.size());
   if (chunk <= 0) chunk = std::max<int64_t>(n, 1);
   if (logits) logits->clear();
   std::vector<float> part;
+  if (report) report(0, n);
   for (int64_t start = 0; start < n; start += chunk) {
     if (check) check();
     const int64_t end = std::min(n, start + chunk);
@@ -159,6 +160,7 @@ void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor 
                                                                             : LogitsFor::None;
     forward(tokens.subspan(size_t(start), size_t(end - start)), part_which, logits ? &part : nullptr);
     if (logits && part_which != LogitsFor::None) logits->insert(logits->end(), part.begin(), part.end());
+    if (report) report(end, n);
   }
 }
 

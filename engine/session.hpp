@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "engine/cuda_forward.hpp"
+#include "engine/device.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
+#include "engine/progress.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -21,12 +23,8 @@ namespace kvg {
 // The arithmetic every logits hash and artifact records (docs/recipe.md).
 inline constexpr const char* kRecipe = "f32-portable-v1";
 
-// Where the forward pass runs. Auto takes a CUDA device when one is usable
-// and the CPU otherwise; both compute the same recipe, so the same bits.
-enum class Device { Cpu, Cuda, Auto };
-
 struct EngineOptions {
-  Device device = Device::Cpu;
+  Device device = Device::Cpu;  // resolved by resolve_device() (engine/device.hpp)
   int threads = 1;
   Isa isa = default_isa();
   int64_t max_context = 0;  // 0: the model's context length
@@ -34,13 +32,10 @@ struct EngineOptions {
 
 enum class LogitsFor { None, Last, All };
 
-// Called between chunks of work on the caller's thread; throw (e.g. a
-// kvg::Error with ErrorCode::Cancelled) to stop. The session stays usable:
-// positions already evaluated are kept.
-using ProgressCheck = std::function<void()>;
-
 class Session {
  public:
+  // Throws kvg::Error(Unsupported) when options.device cannot be used
+  // (resolve_device() says why).
   Session(std::shared_ptr<const Model> model, EngineOptions options);
 
   const Model& model() const { return *model_; }
@@ -55,9 +50,10 @@ class Session {
   void forward(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
 
   // forward() in chunks of `chunk` tokens (0: all at once), calling `check`
-  // before each chunk. Logits rows are concatenated as if one call.
+  // before each chunk and `report` (tokens of this call) before and after
+  // each. Logits rows are concatenated as if one call.
   void prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
-               const ProgressCheck& check = {});
+               const ProgressCheck& check = {}, const ProgressReport& report = {});
 
   // Forgets positions >= n (their KV rows become garbage to overwrite).
   void truncate(int64_t n);

@@ -295,13 +295,41 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
 
 }
 
-void write_synth_model(const SynthOptions& o, const std::string& path) {
+// Passes a tensor's bytes on, reporting the running total of all tensors.
+class CountingSink final : public gguf::TensorSink {
+ public:
+  CountingSink(gguf::TensorSink& inner, int64_t& done, int64_t total, const ProgressReport& report)
+      : inner_(inner), done_(done), total_(total), report_(report) {}
+  void write(const void* data, size_t n) override {
+    inner_.write(data, n);
+    done_ += int64_t(n);
+    report_(done_, total_);
+  }
+
+ private:
+  gguf::TensorSink& inner_;
+  int64_t& done_;
+  const int64_t total_;
+  const ProgressReport& report_;
+};
+
+void write_synth_model(const SynthOptions& o, const std::string& path, const ProgressReport& report) {
   const std::vector<SynthTensor> tensors = synth_tensors(o);  // validates
   gguf::Writer w;
   add_synth_metadata(w, o, "kvg-synth " + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer) + " " + o.type +
                                " seed " + std::to_string(o.seed));
-  for (size_t i = 0; i < tensors.size(); ++i)
-    w.add_tensor(tensors[i].name, tensors[i].ne, tensors[i].type, tensor_producer(o.seed, i, tensors[i]));
+  int64_t total = 0, done = 0;  // tensor bytes; `done` outlives every producer (w.write below)
+  for (const SynthTensor& t : tensors) total += int64_t(gguf::Writer::tensor_bytes(t.ne, t.type));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    gguf::TensorProducer produce = tensor_producer(o.seed, i, tensors[i]);
+    if (report)
+      produce = [produce = std::move(produce), &done, total, &report](gguf::TensorSink& sink) {
+        CountingSink counting(sink, done, total, report);
+        produce(counting);
+      };
+    w.add_tensor(tensors[i].name, tensors[i].ne, tensors[i].type, std::move(produce));
+  }
+  if (report) report(0, total);
   w.write(path);
 }
 

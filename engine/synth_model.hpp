@@ -20,6 +20,7 @@
 
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/gguf/gguf_writer.hpp"
+#include "engine/progress.hpp"
 
 namespace kvg {
 
@@ -38,9 +39,10 @@ struct SynthOptions {
 };
 
 // Writes the model to `path`, streaming tensor by tensor (memory use does not
-// grow with the model). Throws kvg::Error: InvalidArgument for an unusable
-// shape or type, Io when the file cannot be written.
-void write_synth_model(const SynthOptions& options, const std::string& path);
+// grow with the model); `report` gets the tensor bytes written so far. Throws
+// kvg::Error: InvalidArgument for an unusable shape or type, Io when the file
+// cannot be written.
+void write_synth_model(const SynthOptions& options, const std::string& path, const ProgressReport& report = {});
 
 // The metadata write_synth_model writes (architecture, hyper-parameters,
 // tokenizer), for writers that encode the same tensors in other formats.

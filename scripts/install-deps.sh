@@ -4,7 +4,11 @@
 set -euo pipefail
 packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
-          libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3)
+          libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3
+          libpq-dev)  # libpq: kvg bench-store talks to the server as a client
+# --report: also Chromium, for the bench-report test alone (headless
+# screenshots of scripts/bench-report.py's page); nothing else needs it.
+[ "${1:-}" = --report ] && packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,7 +7,6 @@
 
 #include "common/error.hpp"
 #include "extension/src/settings.hpp"
-#include "kernels/cuda/cuda_runtime_probe.hpp"
 
 namespace kvg::pg {
 
@@ -64,13 +63,6 @@ EngineOptions current_engine_options() {
   return options;
 }
 
-const char* current_device_name() {
-  switch (settings::device()) {
-    case settings::Device::Cpu: return "cpu";
-    case settings::Device::Cuda: return "cuda";
-    case settings::Device::Auto: break;
-  }
-  return cuda_device_available() ? "cuda" : "cpu";
-}
+DeviceChoice current_device() { return resolve_device(current_engine_options().device); }
 
 }  // namespace kvg::pg

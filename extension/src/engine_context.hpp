@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "engine/device.hpp"
 #include "engine/session.hpp"
 
 namespace kvg::pg {
@@ -18,8 +19,10 @@ std::shared_ptr<const Model> current_model();
 
 // EngineOptions from kvg.threads and kvg.device.
 EngineOptions current_engine_options();
-// Where a call would run now: "cpu" or "cuda". Probing for a GPU initialises
-// CUDA in this backend, so it is done only when kvg.device is not cpu.
-const char* current_device_name();
+// Where a call would run now, as the engine decides it (resolve_device): cpu,
+// cuda, or nothing when kvg.device = cuda has no usable GPU (calls are then
+// refused). Probing for a GPU initialises CUDA in this backend, so it is done
+// only when kvg.device is not cpu.
+DeviceChoice current_device();
 
 }  // namespace kvg::pg

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "engine/device.hpp"
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/prompt.hpp"
-#include "kernels/cuda/cuda_runtime_probe.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -187,10 +187,13 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
 }
 
 // kvg_model_info() returns jsonb: what kvg.model is and how this backend runs
-// it. Informational: no audit row.
+// it. 'device' is where a call really runs (cpu or cuda), and null when
+// kvg.device = cuda has no usable GPU, so calls are refused; 'device_detail'
+// names the GPU or says why none is used. Informational: no audit row.
 KVG_SQL_FUNCTION(kvg_model_info) {
   const auto model = current_model();
   const EngineOptions options = current_engine_options();
+  const DeviceChoice device = current_device();
   const ModelConfig& c = model->config();
   Spi spi;
   // jsonb_build_object does the JSON encoding (escaping included).
@@ -199,12 +202,15 @@ KVG_SQL_FUNCTION(kvg_model_info) {
       "'path', $1, 'fingerprint', $2, 'architecture', $3, 'name', $4, 'n_layer', $5::int, 'n_embd', $6::int, "
       "'n_head', $7::int, 'n_head_kv', $8::int, 'head_dim', $9::int, 'n_ff', $10::int, 'n_vocab', $11::int, "
       "'n_ctx', $12::int, 'parameters', $13::bigint, 'weight_bytes', $14::bigint, 'recipe', $15, "
-      "'device', $16, 'cuda_compiled', $17::boolean, 'threads', $18::int, 'isa', $19)::text",
+      "'device', $16, 'cuda_compiled', $17::boolean, 'threads', $18::int, 'isa', $19, "
+      "'device_requested', $20, 'device_detail', $21)::text",
       {model->path(), model->fingerprint_hex(), c.architecture, c.name, std::to_string(c.n_layer),
        std::to_string(c.n_embd), std::to_string(c.n_head), std::to_string(c.n_head_kv), std::to_string(c.head_dim),
        std::to_string(c.n_ff), std::to_string(c.n_vocab), std::to_string(c.n_ctx),
        std::to_string(model->parameter_count()), std::to_string(model->weight_bytes()), std::string(kRecipe),
-       std::string(current_device_name()), std::string(cuda_compiled() ? "true" : "false"),
-       std::to_string(options.threads), std::string(isa_name(options.isa))});
+       device.runs_on ? SqlValue(device_name(*device.runs_on)) : SqlValue(),
+       std::string(device_compiled(Device::Cuda) ? "true" : "false"), std::to_string(options.threads),
+       std::string(isa_name(options.isa)), std::string(device_name(options.device)),
+       device.detail.empty() ? SqlValue() : SqlValue(device.detail)});
   return jsonb_result(rows.at(0).at(0).value());
 }

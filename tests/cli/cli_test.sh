@@ -23,6 +23,25 @@ check() {  # check NAME COMMAND...: passes when COMMAND exits 0
 }
 fails() { ! "$@"; }
 
+# Help: `kvg help`, `kvg help C` and `kvg C --help|-h` for every command; an
+# unknown command lists the commands and exits 2. (No model needed.)
+commands=$("$kvg" help | awk '/^  [a-z]/ { print $1 }')
+check "help lists the commands" bash -c '[ "$(echo $1 | wc -w)" -ge 11 ] && echo "$1" | grep -qx bench-graft' _ "$commands"
+for c in $commands; do
+  check "$c --help prints its usage and flags, exit 0" bash -c "
+    '$kvg' $c --help >'$tmp/h1' && grep -q '^usage: kvg $c' '$tmp/h1' &&
+    ! awk '/^flags:/ { f = 1; next } f && !/^  (-[a-z], )?--[a-z0-9-]+( [^ ]+)?  +[^ ]/' '$tmp/h1' | grep -q ." 
+  check "help $c and $c -h say the same as $c --help" bash -c "
+    '$kvg' help $c | cmp -s - '$tmp/h1' && '$kvg' $c -h | cmp -s - '$tmp/h1'"
+done
+check "--help after other flags still helps" bash -c "'$kvg' capture --model x --help | grep -q -- '--parent HASH'"
+check "generate --help lists -n and --top-p" bash -c "'$kvg' generate --help | grep -q -- '-n, --n N' && '$kvg' generate --help | grep -q -- '--top-p P'"
+check "an unknown command exits 2 and lists the commands" bash -c "
+  '$kvg' frobnicate 2>'$tmp/e'; [ \$? = 2 ] && grep -q \"unknown command 'frobnicate'\" '$tmp/e' && grep -q '^  bench-graft ' '$tmp/e'"
+check "help of an unknown command exits 2" bash -c "'$kvg' help frobnicate 2>/dev/null; [ \$? = 2 ]"
+check "kvg alone prints the list and exits 2" bash -c "'$kvg' 2>&1 | grep -q '^  capture '; '$kvg' 2>/dev/null; [ \$? = 2 ]"
+check "a flag of another command is refused" fails "$kvg" tokenize --model x --text a --chunk 3
+
 if [ ! -f "$model" ]; then
   echo "skipped: $model not found (set KVG_SHARED)"
   exit 0
@@ -72,10 +91,40 @@ cp "$tmp/root.bak" "$stored"
 check "missing parent names the store" bash -c "'$kvg' graft-check --model '$model' --artifact $link --store '$tmp/empty' --text ' x' 2>&1 | grep -q 'not found'"
 check "--device cuda without a GPU (or CUDA build) fails clearly" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 2 --device cuda 2>&1 | grep -qiE 'cuda|gpu'"
 check "--device auto falls back to the CPU" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 16 --device auto | grep -q 'Once upon a time'"
+# info --device reports where an engine command with that --device really runs.
+if "$kvg" generate --model "$model" --tokens 1 -n 2 --device cuda >/dev/null 2>&1; then cuda_runs='"cuda"'; else cuda_runs=null; fi
+check "info --device cuda reports what generate --device cuda does" bash -c "'$kvg' info --model '$model' --device cuda --json | grep -q '\"device\":$cuda_runs,'"
+check "info --device cpu reports cpu" bash -c "'$kvg' info --model '$model' --device cpu | grep -qx 'device          cpu'"
+check "info --device auto never reports none" bash -c "'$kvg' info --model '$model' --device auto --json | grep -qE '\"device\":\"(cpu|cuda)\"'"
 check "unknown flag is an error" fails "$kvg" info --model "$model" --bogus 1
 check "malformed model is an error" bash -c "head -c 1000 '$model' > '$tmp/cut.gguf'; '$kvg' info --model '$tmp/cut.gguf' 2>&1 | grep -q 'GGUF'"
 check "synth writes a loadable model" bash -c "'$kvg' synth --out '$tmp/s.gguf' --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 --type q8_0 --seed 1 && '$kvg' info --model '$tmp/s.gguf' --json | grep -q '\"layers\":2'"
 check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '| decode '"
 
+check "bench-store without a server fails as an environment error (3)" bash -c "
+  '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
+check "bench-store refuses sizes a bytea cannot hold" bash -c "'$kvg' bench-store --sizes 1,1024 2>&1 | grep -q 'MiB counts in 1..1000'"
+check "bench --json is one object with both phases" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory --json |
+  python3 -c 'import json,sys; d = json.load(sys.stdin); assert d[\"prefill\"][\"tokens\"] == 16 and d[\"decode\"][\"tokens_per_s\"] > 0'"
+check "bench-graft --json has a row per length and the store I/O" bash -c "'$kvg' bench-graft --model '$model' --lengths 8,16 --repeat 1 --json |
+  python3 -c 'import json,sys; d = json.load(sys.stdin); assert [r[\"tokens\"] for r in d[\"rows\"]] == [8, 16] and d[\"all_exact\"] and d[\"store_io\"][\"file_read_mbps\"] > 0'"
+# Progress lines: on a terminal (script(1) gives a pseudo-terminal), none otherwise.
+check "synth prints nothing on stderr when it is not a terminal" bash -c "
+  '$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300 2>'$tmp/e' >/dev/null && [ ! -s '$tmp/e' ]"
+check "capture prints no progress when stderr is not a terminal" bash -c "
+  '$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga' 2>'$tmp/e' >/dev/null && ! grep -q 'tokens/s' '$tmp/e'"
+if command -v script >/dev/null; then
+  on_tty() { script -qefc "$1" /dev/null; }
+  check "bench on a terminal shows a decode progress line" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 64 --skip-memory\" | grep -a -q 'bench: decode: [0-9]*/64 tokens'"
+  check "capture on a terminal shows prefill progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga'\" | grep -a -q 'capture: prefill: 21/21 tokens (100%)'"
+  check "synth on a terminal shows MB progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300\" | grep -a -q 'synth: [0-9.]*/[0-9.]* MB'"
+  check "bench-graft on a terminal shows progress" bash -c "
+    $(declare -f on_tty); on_tty \"'$kvg' bench-graft --model '$model' --lengths 8,16 --repeat 1\" | grep -a -q 'bench-graft: 50/50 tokens (100%)'"
+elif [ "${CI:-}" = true ]; then
+  check "script(1) is installed (util-linux) for the terminal checks" false
+fi
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,129 @@
+// The command table: every `kvg` subcommand's name, summary and flags. The
+// flags are both what the parser accepts and what --help prints, so the two
+// cannot drift apart.
+#include "cli/commands.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "cli/engine_flags.hpp"
+
+namespace kvg::cli {
+
+namespace {
+
+const Flag kText{"text", "T", "the prompt as text (encoded with the model's tokenizer)"};
+const Flag kTokens{"tokens", "IDS", "the prompt as token ids, \"1,2,3\""};
+const Flag kChunk{"chunk", "K", "prefill in chunks of K tokens (default: all at once; the bits do not change)"};
+const Flag kArtifact{"artifact", "A", "graft this artifact first: a file, or a hash in --store"};
+const Flag kStore{"store", "DIR", "a content-addressed artifact store directory"};
+
+std::vector<Command> build_table() {
+  return {
+      {"info", "describe a model and where an engine command would run", cmd_info,
+       {{"model", "M", "the GGUF model file"},
+        {"json", "", "one JSON object instead of a table"},
+        {"device", "D", "cpu|cuda|auto: report where this --device would really run (default cpu)"}}},
+      {"tokenize", "print a text's token ids", cmd_tokenize,
+       {{"model", "M", "the GGUF model file"},
+        {"text", "T", "the text to encode"},
+        {"bos", "", "prepend the beginning-of-sequence token"}}},
+      {"logits", "write the fp32 logits of every position to a file; print their SHA-256", cmd_logits,
+       engine_flags({{"tokens", "IDS", "the whole prompt as token ids, \"1,2,3\""},
+                     {"out", "FILE", "where the logits go (positions x vocabulary, little-endian fp32)"},
+                     kChunk, kArtifact, kStore})},
+      {"generate", "generate text (greedy, or sampled with a seed)", cmd_generate,
+       engine_flags({kText, kTokens,
+                     {"n", "N", "new tokens at most (default 64)", "-n"},
+                     {"seed", "S", "sampling seed (default 0)"},
+                     {"temperature", "X", "sampling temperature (default 0: greedy)"},
+                     {"top-k", "K", "sample from the K most likely tokens (default 0: all)"},
+                     {"top-p", "P", "nucleus sampling threshold (default 1)"},
+                     {"json", "", "print one JSON object: tokens, text, timings"},
+                     kChunk, kArtifact, kStore})},
+      {"capture", "prefill a prefix and store its KV as an artifact; print its SHA-256", cmd_capture,
+       engine_flags({kText, kTokens,
+                     {"out", "FILE", "write the artifact to this file"},
+                     {"store", "DIR", "or put it into this store"},
+                     {"parent", "HASH", "continue this artifact's chain (looked up in --store)"},
+                     kChunk})},
+      {"verify", "check an artifact file's format and hash; print its header", cmd_verify, {}, "FILE"},
+      {"graft-check", "graft an artifact and recompute the same prompt: exit 0 when the logits bytes are equal",
+       cmd_graft_check,
+       engine_flags({{"artifact", "A", "the artifact: a file, or a hash in --store"}, kStore, kTokens, kText,
+                     {"samples", "N", "also compare N sampled continuations (default 0)"},
+                     {"sample-tokens", "N", "tokens per sampled continuation (default 16)"}})},
+      {"bench", "prefill and decode throughput, and decode's share of memory bandwidth", cmd_bench,
+       engine_flags({{"prompt-tokens", "N", "prompt length (default 128)"},
+                     {"gen-tokens", "N", "decoded tokens (default 64)"},
+                     {"skip-memory", "", "skip the 1 GiB memory-read measurement"},
+                     {"json", "", "one JSON object instead of the table"}})},
+      {"bench-graft", "graft a stored prefix vs recompute it, by prefix length; store vs plain file I/O",
+       cmd_bench_graft,
+       engine_flags({{"lengths", "N,N,...", "prefix lengths (default 64, 128, ... up to the context)"},
+                     {"store", "DIR", "where the temporary store goes (default /tmp)"},
+                     {"repeat", "R", "best of R runs (default 3 up to 512 tokens, 1 above)"},
+                     {"json", "", "one JSON object (rows, store I/O) instead of the tables"}})},
+      {"bench-store", "large objects vs plain files by artifact size, and graft from a large object vs recompute",
+       cmd_bench_store,
+       {{"db", "CONNINFO", "libpq connection string of a server with kvg installed (default: the PG* environment)"},
+        {"sizes", "MiB,...", "artifact sizes in MiB (default 1,16,256,1000)"},
+        {"repeat", "R", "best of R runs per size (default 3, 1 above 256 MiB)"},
+        {"dir", "DIR", "where the plain files are written (default /tmp; best on the server's disk)"},
+        {"model", "M", "also graft a long prefix vs recompute it on this model (the server must read the path)"},
+        {"graft-tokens", "N", "the prefix's length at most (default 2000)"},
+        {"threads", "N", "kvg.threads for the graft part (default 2)"}}},
+      {"synth", "write a synthetic llama/qwen2 GGUF model with seeded random weights", cmd_synth,
+       {{"out", "F.gguf", "the model file to write"},
+        {"n-embd", "N", "embedding width (default 64)"},
+        {"n-layer", "N", "layers (default 2)"},
+        {"n-head", "N", "attention heads (default 4)"},
+        {"n-head-kv", "N", "key/value heads (default: --n-head)"},
+        {"n-ff", "N", "feed-forward width (default 4 x --n-embd)"},
+        {"vocab", "N", "vocabulary size, at least 259 (default 512)"},
+        {"n-ctx", "N", "context length (default 2048)"},
+        {"type", "T", "f32|f16|q8_0: the matrices' format (default f32)"},
+        {"seed", "S", "weight seed (default 0)"},
+        {"rope-base", "X", "rotary base (default 10000)"},
+        {"arch", "A", "llama|qwen2 (default llama)"}}},
+      {"synth-artifact", "write a valid artifact of about N bytes of random KV (a storage benchmark helper)",
+       cmd_synth_artifact,
+       {{"bytes", "N", "the artifact's size, within 1%"},
+        {"out", "FILE", "the artifact file to write"},
+        {"seed", "S", "payload seed (default 0)"}}},
+  };
+}
+
+}  // namespace
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = build_table();
+  return table;
+}
+
+const Command* find_command(std::string_view name) {
+  for (const Command& c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+void print_command_list(std::FILE* out) {
+  std::fprintf(out, "usage: kvg <command> [flags]      kvg help <command>, kvg <command> --help: its flags\n\n");
+  for (const Command& c : commands()) std::fprintf(out, "  %-15s %s\n", c.name, c.summary);
+}
+
+void print_command_help(std::FILE* out, const Command& command) {
+  std::fprintf(out, "usage: kvg %s%s%s%s\n\n%s\n", command.name, command.flags.empty() ? "" : " [flags]",
+               command.positional ? " " : "", command.positional ? command.positional : "", command.summary);
+  if (command.flags.empty()) return;
+  std::fprintf(out, "\nflags:\n");
+  size_t width = 0;
+  auto spelling = [](const Flag& f) {
+    std::string s = f.alias.empty() ? "--" + f.name : f.alias + ", --" + f.name;
+    return f.value.empty() ? s : s + " " + f.value;
+  };
+  for (const Flag& f : command.flags) width = std::max(width, spelling(f).size());
+  for (const Flag& f : command.flags) std::fprintf(out, "  %-*s  %s\n", int(width), spelling(f).c_str(), f.help.c_str());
+}
+
+}  // namespace kvg::cli
