@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # End-to-end checks of the `kvg` command's names, flags, outputs and exit
-# statuses (other tools rely on them). Usage: cli_test.sh KVG SHARED_DIR
+# statuses (other tools rely on them). Usage: cli_test.sh KVG DATA_DIR
+# (DATA_DIR: tests/data, or $KVG_TEST_DATA when set). Exits 77 (ctest:
+# skipped) when the models are missing, or 1 under CI=true.
 set -u
 kvg=$1
-shared=$2
-model=$shared/models/stories260K.gguf
-q8=$shared/models/TinyStories-656K-Q8_0.gguf
+data=${KVG_TEST_DATA:-$2}
+model=$data/models/stories260K.gguf
+q8=$data/models/TinyStories-656K-Q8_0.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -23,10 +25,16 @@ check() {  # check NAME COMMAND...: passes when COMMAND exits 0
 }
 fails() { ! "$@"; }
 
-if [ ! -f "$model" ]; then
-  echo "skipped: $model not found (set KVG_SHARED)"
-  exit 0
-fi
+for f in "$model" "$q8"; do
+  if [ ! -f "$f" ]; then
+    if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; then
+      echo "FAIL: $f not found (CI=true: a missing model fails)"
+      exit 1
+    fi
+    echo "skipped: $f not found (set KVG_TEST_DATA)"
+    exit 77
+  fi
+done
 
 check "info names the model" bash -c "'$kvg' info --model '$model' | grep -q 'fingerprint     270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d'"
 check "info --json is one object" bash -c "'$kvg' info --model '$q8' --json | grep -q '\"kv_heads\":4,\"head_dim\":16'"
