@@ -6,8 +6,8 @@
 #   scripts/bench-lo.sh
 #   KVG_BENCH_LO_SIZES="1 16" KVG_BENCH_LO_FSYNC_SIZE=1 scripts/bench-lo.sh   # sizes in MiB, quicker
 #
-# Needs build/cli/kvg (scripts/build.sh) and the shared stories260K model
-# (../shared/models/stories260K.gguf, or KVG_MODEL=path). Starts the private
+# Needs build/cli/kvg (scripts/build.sh) and the stories260K model
+# (tests/data/models/stories260K.gguf, or KVG_MODEL=path). Starts the private
 # cluster (scripts/pg-cluster.sh), works in a scratch database it drops at the
 # end, and takes a few minutes on a 2-core machine.
 #
@@ -32,7 +32,7 @@ source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
 
 kvg=$repo/build/cli/kvg
-model=${KVG_MODEL:-$repo/../shared/models/stories260K.gguf}
+model=${KVG_MODEL:-$repo/tests/data/models/stories260K.gguf}
 db=kvg_bench_lo
 mib=1048576
 # 1000 MiB rather than 1 GiB: a bytea (pg_read_binary_file, kvg_import's
@@ -47,8 +47,10 @@ fsync_on_size=${KVG_BENCH_LO_FSYNC_SIZE-256}
 model=$(realpath "$model")
 
 "$repo/scripts/pg-cluster.sh" start >/dev/null
-work=$(mktemp -d "$repo/build/bench-lo.XXXXXX")
-chmod 755 "$work"  # the server reads the artifacts (pg_read_binary_file)
+server_model=$(stage_for_server "$model" models)  # a copy the server can read
+# The server reads the artifacts (pg_read_binary_file): work where it can.
+work=$(mktemp -d "$pg_files/bench-lo.XXXXXX")
+server_readable "$work"
 fsync_changed=0
 cleanup() {
   if [ "$fsync_changed" = 1 ]; then
@@ -268,7 +270,7 @@ while :; do
   [ "$n" -gt "$target_tokens" ] && break
   prefix=$longer
 done
-out=$(q -v model="$model" -v prefix="$prefix" <<'SQL'
+out=$(q -v model="$server_model" -v prefix="$prefix" <<'SQL'
 SET kvg.model = :'model';
 SET kvg.threads = 2;
 -- Off for both runs: the recompute must not graft the stored prefix by
