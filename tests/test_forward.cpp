@@ -1,4 +1,4 @@
-// The forward pass: reference behaviour of the shared models, agreement with
+// The forward pass: reference behaviour of the test models (tests/data), agreement with
 // an independent double-precision implementation, bitwise invariance across
 // chunking, threads and ISA, and pinned golden hashes.
 #include <gtest/gtest.h>

@@ -93,7 +93,7 @@ Writer small_writer() {
 
 std::vector<uint8_t> small_file(Layout* layout) { return small_writer().serialize(layout); }
 
-// ---------------------------------------------------------------- shared models
+// ---------------------------------------------------------------- test models
 
 TEST(GgufShared, Stories260K) {
   KVG_REQUIRE_TEST_DATA(test::kStories260K);

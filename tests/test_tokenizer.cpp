@@ -1,6 +1,6 @@
 // The SentencePiece-style ("llama") tokenizer: the merge algorithm on small
 // hand-made vocabularies, llama.cpp's reference vectors on the 32k Llama
-// vocabulary, round trips, and the vocabularies of both shared models.
+// vocabulary, round trips, and the vocabularies of both test models.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -603,7 +603,7 @@ TEST(TokenizerLlamaSpm, LongTextEncodesAndRoundTrips) {
   EXPECT_EQ(tok.encode(std::string(200000, '3')).size(), 200001u);
 }
 
-// ------------------------------------------------------ the shared models
+// ------------------------------------------------------ the test models
 
 TEST(TokenizerModels, Stories260K) {
   KVG_REQUIRE_TEST_DATA(test::kStories260K);
