@@ -21,17 +21,41 @@ SELECT info->>'architecture' AS architecture, info->>'n_layer' AS layers, info->
        info->>'recipe' AS recipe, left(info->>'fingerprint', 16) || '…' AS fingerprint
 FROM kvg_model_info() AS info;
 
--- A long piece of "verified knowledge": a story told several times, so the
--- prefix is long enough for the time saved to show.
-SELECT string_agg(format('Once upon a time, there was a little girl named Lily. She had a red ball and a '
-                         'small dog named Max. Every day they played in the park near the big tree. (%s)', i),
-                  ' ')
-       AS knowledge
-FROM generate_series(1, 24) AS i \gset
-
 \echo
 \echo == Capture: prefill the knowledge once and store its KV as a large object keyed by SHA-256
-SELECT kvg_capture(:'knowledge') AS artifact \gset
+-- A long piece of "verified knowledge": a story told several times, so that
+-- the prefix is long enough for the time saved to show; 24 times, or as many
+-- as fit in the model's context with room for a question and 32 generated
+-- tokens (a capture that does not fit is rolled back with its large object).
+CREATE TEMP TABLE knowledge (story text, artifact text);
+DO $$
+DECLARE
+  n_ctx int := (kvg_model_info()->>'n_ctx')::int;
+  times int := 24;
+  story text;
+  sha text;
+BEGIN
+  LOOP
+    SELECT string_agg(format('Once upon a time, there was a little girl named Lily. She had a red ball and a '
+                             'small dog named Max. Every day they played in the park near the big tree. (%s)', i), ' ')
+      INTO story FROM generate_series(1, times) AS i;
+    BEGIN
+      sha := kvg_capture(story);
+      IF (SELECT n_tokens FROM kvg.artifacts WHERE sha256 = sha) + 64 > n_ctx THEN
+        RAISE EXCEPTION 'no room after the knowledge' USING ERRCODE = 'program_limit_exceeded';
+      END IF;
+      INSERT INTO knowledge VALUES (story, sha);
+      RETURN;
+    EXCEPTION WHEN program_limit_exceeded THEN
+      IF times = 1 THEN
+        RAISE;
+      END IF;
+      times := times / 2;
+    END;
+  END LOOP;
+END
+$$;
+SELECT story AS knowledge, artifact FROM knowledge \gset
 SELECT left(sha256, 16) || '…' AS artifact, n_tokens, bytes, recipe FROM kvg.artifacts WHERE sha256 = :'artifact';
 
 \echo
