@@ -35,7 +35,7 @@ prepare_dirs() {
 stage_models() {
   local m
   for m in "${KVG_TEST_DATA:-$repo/tests/data}"/models/*.gguf; do
-    [ -f "$m" ] && stage_for_server "$m" models >/dev/null
+    if [ -f "$m" ]; then stage_for_server "$m" models >/dev/null; fi
   done
 }
 
