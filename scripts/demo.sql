@@ -110,10 +110,10 @@ ORDER BY q.n;
 SELECT * FROM kvg.stats;
 
 \echo
-\echo == Audit: one hash-chained row per engine call, in the same transaction as the call
-SELECT id, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
-       left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out
-FROM kvg.audit ORDER BY id;
+\echo == Audit: one hash-chained row per engine call, written in the call's transaction, linked at its commit
+SELECT seq, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
+       left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out, kv_proven
+FROM kvg.audit ORDER BY seq;
 SELECT kvg_audit_verify() IS NULL AS audit_chain_verifies, kvg_artifact_verify(:'artifact') AS artifact_verifies;
 
 -- A manifest a third party can re-check without the engine or the database.
