@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "engine/gguf/gguf_file.hpp"
+#include "engine/model_refusals.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg {
@@ -136,6 +137,7 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
   c.rope_style = traits.rope_style;
   c.qkv_bias = traits.qkv_bias;
+  refuse_unimplemented(file, c.architecture, c.qkv_bias, c.n_layer);
   // The embedding decides the logits width; a vocabulary list may be shorter
   // (padded embeddings) but never longer.
   const gguf::TensorInfo& embd = require_tensor(file, "token_embd.weight");
