@@ -55,11 +55,7 @@ std::shared_ptr<const Model> current_model() {
 EngineOptions current_engine_options() {
   EngineOptions options;
   options.threads = settings::threads();
-  switch (settings::device()) {
-    case settings::Device::Cpu: options.device = Device::Cpu; break;
-    case settings::Device::Cuda: options.device = Device::Cuda; break;
-    case settings::Device::Auto: options.device = Device::Auto; break;
-  }
+  options.device = settings::device();
   return options;
 }
 

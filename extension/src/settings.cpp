@@ -81,9 +81,9 @@ bool check_knowledge_template(char** newval, void**, GucSource) {
 }
 
 const struct config_enum_entry device_options[] = {
-    {"cpu", static_cast<int>(Device::Cpu), false},
-    {"cuda", static_cast<int>(Device::Cuda), false},
-    {"auto", static_cast<int>(Device::Auto), false},
+    {device_name(Device::Cpu), static_cast<int>(Device::Cpu), false},
+    {device_name(Device::Cuda), static_cast<int>(Device::Cuda), false},
+    {device_name(Device::Auto), static_cast<int>(Device::Auto), false},
     {nullptr, 0, false},
 };
 
@@ -139,7 +139,7 @@ int threads() {
 }
 uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
 uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
-Device device() { return static_cast<Device>(device_value); }
+kvg::Device device() { return static_cast<kvg::Device>(device_value); }
 int max_new_tokens() { return max_new_tokens_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }
 bool prefix_reuse() { return prefix_reuse_value; }

@@ -4,9 +4,10 @@
 
 #include <cstdint>
 
+#include "engine/device.hpp"
+
 namespace kvg::pg::settings {
 
-enum class Device { Cpu, Cuda, Auto };
 
 // From _PG_init: defines every kvg.* parameter and reserves the prefix.
 void define();
@@ -18,7 +19,7 @@ int threads();
 // imported in all, in bytes (quota 0: no imports).
 uint64_t max_import_bytes();
 uint64_t import_quota_bytes();
-Device device();
+kvg::Device device();
 int max_new_tokens();
 
 // The knowledge flywheel (docs/flywheel.md).
