@@ -186,8 +186,8 @@ TEST(ModelRefusals, ArchitectureTokenizerAndTensorType) {
   pre.tokenizer_pre = "qwen2";  // a BPE pre-tokenizer on a SentencePiece vocabulary
   expect_refused("spm-pre", pre, {"tokenizer.ggml.pre", "qwen2"});
   Spec q5;
-  q5.ffn_down = TensorType::Q5_0;  // a weight format the recipe does not decode
-  expect_refused("tensor-type", q5, {"blk.0.ffn_down.weight", "Q5_0"});
+  q5.ffn_down = TensorType::Q8_1;  // a weight format the recipe does not decode
+  expect_refused("tensor-type", q5, {"blk.0.ffn_down.weight", "Q8_1"});
 }
 
 }  // namespace
