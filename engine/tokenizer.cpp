@@ -65,8 +65,10 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
     if (std::isnan(vocab_.scores[i]))
       throw Error(ErrorCode::InvalidArgument, "tokenizer: token " + std::to_string(i) + " has a NaN score");
     if ((type == TokenType::Control || type == TokenType::Unknown || type == TokenType::UserDefined) &&
-        !piece.empty())
+        !piece.empty()) {
       specials_.push_back(id);
+      max_special_bytes_ = std::max(max_special_bytes_, piece.size());
+    }
     if (vocab_.model == TokenizerModel::Bpe) {
       // Merges only ever form the model's own pieces. Control and
       // user-defined tokens are found whole by encode_special; letting the

@@ -76,7 +76,7 @@ class Tokenizer {
   // text can match, and at least 4 (a character with no piece of its own
   // becomes byte tokens or one unknown token). Text of more than
   // max_text_bytes_per_token() * n bytes never encodes to n tokens or fewer.
-  size_t max_text_bytes_per_token() const { return std::max<size_t>(max_piece_bytes_, 4); }
+  size_t max_text_bytes_per_token() const { return std::max({max_piece_bytes_, max_special_bytes_, size_t{4}}); }
   const Vocabulary& vocabulary() const { return vocab_; }
 
  private:
@@ -104,6 +104,7 @@ class Tokenizer {
   // and byte pieces are reachable by id only, never by matching text.
   std::unordered_map<std::string, int32_t, PieceHash, std::equal_to<>> piece_to_id_;
   size_t max_piece_bytes_ = 0;        // longer concatenations cannot be pieces
+  size_t max_special_bytes_ = 0;      // the longest control/unknown/user-defined piece
   std::vector<int32_t> user_defined_;  // matched whole in the text, longest first
   bool has_byte_tokens_ = false;
   int32_t byte_token_[256];  // id of <0xNN>, or -1 when the vocabulary has none

@@ -536,6 +536,26 @@ INSTANTIATE_TEST_SUITE_P(AllVocabularies, TokenizerVectors,
                            return name;
                          });
 
+// Control tokens written in the text are matched only when asked for; each
+// stretch of text after one is encoded as if it started the text (space
+// prefix included), as llama.cpp does.
+TEST(TokenizerLlamaSpm, ControlTokensInTextOnlyWhenAsked) {
+  KVG_REQUIRE_SHARED(kLlamaSpm);
+  const Tokenizer& tok = llama_spm();
+  Ids expected = {1};
+  const Ids hello = tok.encode("Hello");
+  expected.insert(expected.end(), hello.begin(), hello.end());
+  EXPECT_EQ(tok.encode("<s>Hello", true), expected);
+  const Ids plain = tok.encode("<s>Hello");
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1), 0) << show(plain);
+  Ids both = tok.encode("a");
+  both.push_back(2);
+  const Ids b = tok.encode("b");
+  both.insert(both.end(), b.begin(), b.end());
+  EXPECT_EQ(tok.encode("a</s>b", true), both);
+  EXPECT_EQ(tok.encode("Hello", true), hello);
+}
+
 // Every reference string survives decode(encode(s)). That holds in
 // SentencePiece for this vocabulary because it has byte fallback (nothing
 // becomes <unk>) and its normaliser is the identity (no whitespace is

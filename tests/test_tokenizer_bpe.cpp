@@ -5,6 +5,7 @@
 // vocabularies are checked in test_tokenizer.cpp (TokenizerVectors).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
@@ -161,7 +162,14 @@ TEST(TokenizerBpe, AByteTheVocabularyCannotSpellIsRefusedByName) {
   }
   KVG_REQUIRE_SHARED(kDeepseekCoder);
   const Tokenizer ds = load(kDeepseekCoder);
-  EXPECT_EQ(ds.encode("\xC3\xBD"), Ids{32003});  // the text "ý" is the added token
+  EXPECT_EQ(ds.encode("\xC3\xBD"), Ids{32003});
+  // Added and control tokens count in the bound on text bytes per token:
+  // one id stands for all the bytes of such a piece.
+  size_t longest = 0;
+  for (size_t id = 0; id < ds.size(); ++id)
+    if (ds.vocabulary().types[id] != TokenType::Normal) longest = std::max(longest, ds.vocabulary().pieces[id].size());
+  EXPECT_GE(longest, 10u);
+  EXPECT_GE(ds.max_text_bytes_per_token(), longest);  // the text "ý" is the added token
   EXPECT_EQ(ds.decode({32003}), "\xC3\xBD");
 }
 
