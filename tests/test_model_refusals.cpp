@@ -12,7 +12,7 @@
 #include "engine/gguf/gguf_writer.hpp"
 #include "engine/model.hpp"
 #include "engine/synth_model.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -134,9 +134,9 @@ TEST(ModelRefusals, RopeScaling) {
 // hyper-parameters, linear rope scaling by 4 among them.
 TEST(ModelRefusals, RealDeepseekCoderRopeScaling) {
   const char* vocab = "tokenizer-vectors/ggml-vocab-deepseek-coder.gguf";
-  KVG_REQUIRE_SHARED(vocab);
+  KVG_REQUIRE_TEST_DATA(vocab);
   try {
-    Model::load(test::shared_path(vocab));
+    Model::load(test::data_path(vocab));
     ADD_FAILURE() << "loaded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();

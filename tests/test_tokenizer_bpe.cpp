@@ -16,7 +16,7 @@
 #include "engine/gguf/gguf_writer.hpp"
 #include "engine/pretokenizer.hpp"
 #include "engine/tokenizer.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -28,7 +28,7 @@ const std::string kDeepseekCoder = "tokenizer-vectors/ggml-vocab-deepseek-coder.
 const std::vector<std::string> kBpeVocabs = {kGpt2, "tokenizer-vectors/ggml-vocab-starcoder.gguf", kDeepseekCoder,
                                              "tokenizer-vectors/ggml-vocab-falcon.gguf"};
 
-Tokenizer load(const std::string& relative) { return Tokenizer::from_gguf(*gguf::File::open(test::shared_path(relative))); }
+Tokenizer load(const std::string& relative) { return Tokenizer::from_gguf(*gguf::File::open(test::data_path(relative))); }
 
 // GPT-2's spelling of byte b (bytes_to_unicode), written out independently.
 std::string byte_char(int b) {
@@ -117,7 +117,7 @@ TEST(TokenizerBpe, RealVocabulariesDecodeExactly) {
   std::uniform_int_distribution<uint32_t> ascii(0x20, 0x7E), two(0x80, 0x7FF), three(0x800, 0xD7FF),
       four(0x10000, 0x3FFFF);
   for (const std::string& vocab : kBpeVocabs) {
-    KVG_REQUIRE_SHARED(vocab);
+    KVG_REQUIRE_TEST_DATA(vocab);
     const Tokenizer tok = load(vocab);
     const bool all_bytes = vocab == kGpt2;
     for (int i = 0; i < 300; ++i) {
@@ -149,7 +149,7 @@ TEST(TokenizerBpe, AByteTheVocabularyCannotSpellIsRefusedByName) {
   const std::string falcon = "tokenizer-vectors/ggml-vocab-falcon.gguf";
   const std::vector<std::pair<std::string, std::string>> cases = {{falcon, "\x03"}, {kDeepseekCoder, "\xFD"}};
   for (const auto& [vocab, byte] : cases) {
-    KVG_REQUIRE_SHARED(vocab);
+    KVG_REQUIRE_TEST_DATA(vocab);
     const Tokenizer tok = load(vocab);
     try {
       tok.encode("a" + byte + "b");
@@ -160,7 +160,7 @@ TEST(TokenizerBpe, AByteTheVocabularyCannotSpellIsRefusedByName) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
-  KVG_REQUIRE_SHARED(kDeepseekCoder);
+  KVG_REQUIRE_TEST_DATA(kDeepseekCoder);
   const Tokenizer ds = load(kDeepseekCoder);
   EXPECT_EQ(ds.encode("\xC3\xBD"), Ids{32003});
   // Added and control tokens count in the bound on text bytes per token:
@@ -174,8 +174,8 @@ TEST(TokenizerBpe, AByteTheVocabularyCannotSpellIsRefusedByName) {
 }
 
 TEST(TokenizerBpe, SpecialTokensAndAddBosFromTheFile) {
-  KVG_REQUIRE_SHARED(kGpt2);
-  KVG_REQUIRE_SHARED(kDeepseekCoder);
+  KVG_REQUIRE_TEST_DATA(kGpt2);
+  KVG_REQUIRE_TEST_DATA(kDeepseekCoder);
   const Tokenizer gpt2 = load(kGpt2);
   EXPECT_EQ(gpt2.encode("Hello world"), (Ids{15496, 995}));
   EXPECT_EQ(gpt2.encode("a<|endoftext|>", true), (Ids{64, 50256}));

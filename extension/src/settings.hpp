@@ -22,6 +22,10 @@ uint64_t import_quota_bytes();
 kvg::Device device();
 int max_new_tokens();
 
+// kvg.progress_notices: at most one progress NOTICE per this many
+// milliseconds during long work; 0: none.
+int progress_notice_ms();
+
 // The knowledge flywheel (docs/flywheel.md).
 const char* knowledge_template();  // always parses (the check hook refuses others)
 bool prefix_reuse();
