@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -14,7 +15,12 @@
 #include "common/error.hpp"
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/gguf/gguf_writer.hpp"
+#include "engine/generate.hpp"
+#include "engine/model.hpp"
 #include "engine/pretokenizer.hpp"
+#include "engine/prompt.hpp"
+#include "engine/session.hpp"
+#include "engine/synth_model.hpp"
 #include "engine/tokenizer.hpp"
 #include "tests/data_paths.hpp"
 
@@ -270,6 +276,61 @@ TEST(TokenizerBpeGguf, RefusesByName) {
                       w.add_array("tokenizer.ggml.merges", std::span<const std::string>(bad));
                     }),
                     ErrorCode::Corrupt, "'ab'");
+}
+
+// A model whose vocabulary is byte-level BPE runs end to end: it loads, its
+// prompt follows the file's add_bos, and what it generates decodes to bytes.
+TEST(TokenizerBpeModel, LoadsPromptsAndGenerates) {
+  SynthOptions o;
+  o.n_embd = 64, o.n_layer = 1, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_vocab = 260, o.n_ctx = 64;
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(b));
+  for (const char* t : {"he", "ll", "hell", "<|end|>"}) tokens.emplace_back(t);
+  std::vector<int32_t> types(tokens.size(), 1);
+  types.back() = 3;
+  const std::vector<std::string> merges = {"h e", "l l", "he ll"};
+  for (const bool add_bos : {false, true}) {
+    gguf::Writer w;
+    w.add_string("general.architecture", "llama");
+    for (const auto& [key, value] : std::vector<std::pair<std::string, uint32_t>>{
+             {"context_length", 64}, {"embedding_length", 64}, {"feed_forward_length", 96}, {"block_count", 1},
+             {"attention.head_count", 4}, {"attention.head_count_kv", 2}})
+      w.add_u32("llama." + key, value);
+    w.add_string("tokenizer.ggml.model", "gpt2");
+    w.add_string("tokenizer.ggml.pre", "llama-bpe");
+    w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(tokens));
+    w.add_array("tokenizer.ggml.token_type", std::span<const int32_t>(types));
+    w.add_array("tokenizer.ggml.merges", std::span<const std::string>(merges));
+    w.add_u32("tokenizer.ggml.bos_token_id", 259);
+    w.add_u32("tokenizer.ggml.eos_token_id", 259);
+    w.add_bool("tokenizer.ggml.add_bos_token", add_bos);
+    uint64_t index = 0;
+    for (const SynthTensor& t : synth_tensors(o)) {
+      std::vector<float> values(t.ne[0] * (t.ne.size() > 1 ? t.ne[1] : 1));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = synth_weight(7, index, t, i);
+      std::vector<uint8_t> bytes(values.size() * 4);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      w.add_tensor(t.name, t.ne, gguf::TensorType::F32, std::move(bytes));
+      ++index;
+    }
+    const std::string path = test::temp_dir("bpe-model") + "/model.gguf";
+    w.write(path);
+    const auto model = Model::load(path);
+    ASSERT_EQ(model->tokenizer().model(), TokenizerModel::Bpe);
+    Ids expected = {256 + 2, 'o'};  // "hell" by merges, then "o"
+    if (add_bos) expected.insert(expected.begin(), 259);
+    EXPECT_EQ(fresh_prompt(*model, "hello"), expected);
+    Session session(model, EngineOptions{});
+    GenerateOptions options;
+    options.max_new_tokens = 5;
+    options.stop_at_eos = false;
+    const Ids prompt = fresh_prompt(*model, "hello");
+    const GenerateResult result = generate(session, prompt, options);
+    ASSERT_EQ(result.tokens.size(), 5u);
+    std::string text;
+    for (const int32_t id : result.tokens) text += model->tokenizer().decode({id});
+    EXPECT_EQ(text, model->tokenizer().decode(result.tokens));
+  }
 }
 
 }  // namespace
