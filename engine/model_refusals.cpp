@@ -122,6 +122,10 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
   }
   if (key == "attention.layer_norm_epsilon") refuse("LayerNorm (" + named + "; the engine implements RMSNorm)");
   if (key == "attention.clamp_kqv") refuse("clamped q/k/v (" + named + ")");
+  if (key == "attention.causal") {  // false: bidirectional attention (embedding models)
+    if (number(v) != 0) return;
+    refuse("non-causal attention (" + named + ")");
+  }
   if (key == "use_parallel_residual") {
     if (number(v) == 0) return;
     refuse("parallel residual (" + named + ")");

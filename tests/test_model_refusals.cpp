@@ -108,6 +108,7 @@ TEST(ModelRefusals, BaselinesLoad) {
     w.add_u32("llama.expert_used_count", 0);
     w.add_u32("llama.vocab_size", 300);
     w.add_u32("llama.attention.value_length", 16);
+    w.add_bool("llama.attention.causal", true);
   }))));
   Spec linear1 = with_key([](gguf::Writer& w) {
     w.add_string("llama.rope.scaling.type", "linear");
@@ -169,6 +170,8 @@ TEST(ModelRefusals, UnknownKeysAndTensors) {
   expect_refused("unknown-string-key", with_key(key_str("llama.pooling_type", "mean")), {"llama.pooling_type"});
   expect_refused("layernorm", with_key(key_f32("llama.attention.layer_norm_epsilon", 1e-5f)),
                  {"LayerNorm", "llama.attention.layer_norm_epsilon"});
+  expect_refused("non-causal", with_key([](gguf::Writer& w) { w.add_bool("llama.attention.causal", false); }),
+                 {"non-causal", "llama.attention.causal"});
   expect_refused("value-length", with_key(key_u32("llama.attention.value_length", 32)),
                  {"llama.attention.value_length"});
   expect_refused("block-tensor", with_tensor(tensor("blk.0.attn_q_norm.weight", {16})), {"blk.0.attn_q_norm.weight"});
