@@ -16,25 +16,19 @@
 #include "engine/prompt.hpp"
 #include "engine/synth_model.hpp"
 #include "tests/memory_artifacts.hpp"
-#include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg {
 namespace {
 
+// Two layers and GQA, so that layer and head offsets are exercised.
 std::shared_ptr<const Model> small_model() {
   static std::shared_ptr<const Model> model = [] {
-    SynthOptions o;
-    o.n_embd = 32;
+    SynthOptions o = test::tiny_synth_options();
     o.n_layer = 2;
     o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_ff = 64;
-    o.n_vocab = 300;
-    o.n_ctx = 64;
     o.seed = 7;
-    const std::string path = test::temp_dir("recheck") + "/model.gguf";
-    write_synth_model(o, path);
-    return Model::load(path);
+    return test::load_synth(o, "recheck");
   }();
   return model;
 }
