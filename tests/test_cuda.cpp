@@ -1016,6 +1016,15 @@ TEST(CudaServer, TransfersLargerThanTheStagingBufferCopyExactly) {
 #endif
 }
 
+#if defined(KVG_HAVE_CUDA) && !defined(KVG_CUDA_EMULATOR)
+// A backend waiting for its forward pass must not spin a core that other
+// backends need (the probe sets the flag before the context exists).
+TEST(CudaServer, WaitingForTheGpuSleepsInsteadOfSpinning) {
+  KVG_REQUIRE_GPU();
+  EXPECT_TRUE(cuda::blocking_sync());
+}
+#endif
+
 #ifdef KVG_CUDA_EMULATOR
 
 // Failures injected into the emulator's runtime (emulator/mock_runtime.cpp).

@@ -109,6 +109,12 @@ void copy_on_device(void* device_dst, const void* device_src, size_t bytes, cons
                "cudaMemcpyAsync (on device)");
 }
 
+bool blocking_sync() {
+  unsigned int flags = 0;
+  check_status(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+  return (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync;
+}
+
 std::string device_description() {
   int device = 0;
   check_status(cudaGetDevice(&device), "cudaGetDevice");
