@@ -12,6 +12,7 @@
 #ifdef KVG_HAVE_CUDA
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -74,26 +75,55 @@ struct DeviceWeights {
   std::vector<cuda::DeviceBuffer> vectors_;
 };
 
-// One upload per model per process: sessions of the same model share it.
-// Entries hold weak references only, so the device memory goes with the last
-// CudaForward of the model, and a new Model at a reused address is not
-// mistaken for the old one (its weak_ptr has expired).
-std::shared_ptr<const DeviceWeights> device_weights_for(const std::shared_ptr<const Model>& model) {
-  struct Entry {
-    std::weak_ptr<const Model> model;
-    std::weak_ptr<const DeviceWeights> weights;
-  };
-  static std::mutex mutex;
-  static std::map<const Model*, Entry> registry;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = registry.begin(); it != registry.end();)
-    it = it->second.model.expired() || it->second.weights.expired() ? registry.erase(it) : std::next(it);
-  auto it = registry.find(model.get());
-  if (it != registry.end())
-    if (auto weights = it->second.weights.lock()) return weights;
-  auto weights = std::make_shared<const DeviceWeights>(*model);
-  registry[model.get()] = Entry{model, weights};
-  return weights;
+// Everything a CudaForward uses on the device besides the weights: its
+// stream, the KV mirror, the rotary tables, activations and pinned staging.
+// A backend runs one call at a time and the extension builds a Session per
+// call, so a finished CudaForward hands its workspace to the next one of the
+// same model instead of freeing and re-allocating it all (and the rotary
+// tables, which depend on the model only, stay uploaded).
+struct Workspace {
+  cuda::Stream stream;
+  cuda::DeviceBuffer kv;
+  int64_t kv_capacity = 0;
+  cuda::DeviceBuffer rope_cos, rope_sin;
+  int64_t rope_capacity = 0, rope_filled = 0;
+  cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
+  int64_t scratch_tokens = 0, logits_rows = 0;
+  cuda::PinnedBuffer kv_up, rope_up, tokens_up, down;
+};
+
+std::atomic<int64_t> weight_upload_count{0};
+
+// What a process keeps on the device for one loaded model, for as long as the
+// Model lives (Model::resident_state): the weights, uploaded once however many
+// sessions use them, and one idle workspace. A new Model (another kvg.model,
+// or the file changed) gets its own; the old one's device memory goes with
+// the old Model.
+struct Resident {
+  DeviceWeights weights;
+  std::mutex mutex;
+  std::unique_ptr<Workspace> idle;
+
+  explicit Resident(const Model& model) : weights(model) { ++weight_upload_count; }
+
+  std::unique_ptr<Workspace> take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (idle) return std::move(idle);
+    }
+    return std::make_unique<Workspace>();
+  }
+  // Keeps one workspace: a backend runs one call at a time. A second one
+  // (two sessions alive at once) is freed.
+  void give_back(std::unique_ptr<Workspace> w) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!idle) idle = std::move(w);
+  }
+};
+
+std::shared_ptr<Resident> resident_for(const std::shared_ptr<const Model>& model) {
+  return std::static_pointer_cast<Resident>(
+      model->resident_state([&]() -> std::shared_ptr<void> { return std::make_shared<Resident>(*model); }));
 }
 
 // Device growth policy shared by the KV mirror and the rope table: like the
@@ -108,9 +138,17 @@ struct CudaForward::Impl {
   std::shared_ptr<const Model> model;
   const ModelConfig& c;
   int64_t max_positions;
-  std::shared_ptr<const DeviceWeights> weights;
-  cuda::Stream stream;
+  // Bound on each pinned staging buffer for KV and logits (one unit, a KV
+  // position or a logits row, more if a unit alone is larger).
+  size_t staging_bytes;
+  std::shared_ptr<Resident> resident;
+  const DeviceWeights* weights = &resident->weights;
+  std::unique_ptr<Workspace> ws = resident->take();
+  cuda::Stream& stream = ws->stream;
   std::string device;
+  // Set when a forward failed: the workspace may hold half-written state (or
+  // sit on a failed device), so it is freed rather than handed on.
+  bool failed = false;
 
   const int64_t q_width = int64_t(c.n_head) * c.head_dim;
   const int64_t kv_width = c.kv_row_floats();
@@ -118,28 +156,35 @@ struct CudaForward::Impl {
   const int rope_pairs = c.rope_dim / 2;
 
   // The device mirror of the KV cache: [0, valid) equals host_cache rows.
-  cuda::DeviceBuffer kv;
-  int64_t kv_capacity = 0;
+  // A reused workspace's rows belong to another session: valid starts at 0.
+  cuda::DeviceBuffer& kv = ws->kv;
+  int64_t& kv_capacity = ws->kv_capacity;
   int64_t valid = 0;
   const KvCache* mirrored = nullptr;  // the host cache `valid` refers to
 
   // Rotary tables for positions [0, rope_filled), computed on the host by
   // RopeTable (part of the recipe) and uploaded once per position.
   RopeTable rope{c.rope_dim, c.rope_base};
-  cuda::DeviceBuffer rope_cos, rope_sin;
-  int64_t rope_capacity = 0, rope_filled = 0;
+  cuda::DeviceBuffer &rope_cos = ws->rope_cos, &rope_sin = ws->rope_sin;
+  int64_t &rope_capacity = ws->rope_capacity, &rope_filled = ws->rope_filled;
 
   // Activations for up to scratch_tokens tokens.
-  cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
-  int64_t scratch_tokens = 0, logits_rows = 0;
+  cuda::DeviceBuffer &tokens_d = ws->tokens_d, &x = ws->x, &xn = ws->xn, &q = ws->q, &attn = ws->attn,
+                     &proj = ws->proj, &gate = ws->gate, &up = ws->up, &logits_d = ws->logits_d;
+  int64_t &scratch_tokens = ws->scratch_tokens, &logits_rows = ws->logits_rows;
 
   // Page-locked staging, one per purpose, so no upload still in flight is
   // overwritten; each forward ends with a synchronisation.
-  cuda::PinnedBuffer kv_up, rope_up, tokens_up, down;
+  cuda::PinnedBuffer &kv_up = ws->kv_up, &rope_up = ws->rope_up, &tokens_up = ws->tokens_up, &down = ws->down;
 
-  Impl(std::shared_ptr<const Model> m, int64_t limit)
-      : model(std::move(m)), c(model->config()), max_positions(limit), weights(device_weights_for(model)),
+  Impl(std::shared_ptr<const Model> m, int64_t limit, size_t staging)
+      : model(std::move(m)), c(model->config()), max_positions(limit), staging_bytes(std::max<size_t>(staging, 1)),
+        resident(resident_for(model)),
         device(cuda::device_description()) {}
+
+  ~Impl() {
+    if (!failed) resident->give_back(std::move(ws));
+  }
 
   float* k_rows(int layer) const { return kv.as<float>() + int64_t(2 * layer) * kv_width; }
   float* v_rows(int layer) const { return kv.as<float>() + int64_t(2 * layer + 1) * kv_width; }
@@ -154,7 +199,9 @@ struct CudaForward::Impl {
     kv_capacity = capacity;
   }
 
-  void ensure_rope(int64_t positions) {
+  // Returns the rows filled once the stream has run (rope_filled advances
+  // only after the forward's final synchronisation).
+  int64_t ensure_rope(int64_t positions) {
     if (positions > rope_capacity) {
       const int64_t capacity = grown_capacity(rope_capacity, positions, max_positions);
       const size_t bytes = size_t(capacity * rope_pairs) * sizeof(float);
@@ -167,16 +214,23 @@ struct CudaForward::Impl {
       rope_sin = std::move(sin_d);
       rope_capacity = capacity;
     }
-    if (positions <= rope_filled || rope_pairs == 0) return;
+    if (positions <= rope_filled || rope_pairs == 0) return std::max(rope_filled, positions);
+    // Through rope_up in chunks of at most staging_bytes, like the KV rows.
     const int64_t count = positions - rope_filled;
-    rope_up.fit(size_t(2 * count * rope_pairs) * sizeof(float));
-    float* cos_h = rope_up.as<float>();
-    float* sin_h = cos_h + count * rope_pairs;
-    for (int64_t i = 0; i < count; ++i) rope.angles(rope_filled + i, cos_h + i * rope_pairs, sin_h + i * rope_pairs);
-    const size_t offset = size_t(rope_filled * rope_pairs);
-    cuda::copy_to_device(rope_cos.as<float>() + offset, cos_h, size_t(count * rope_pairs) * sizeof(float), stream);
-    cuda::copy_to_device(rope_sin.as<float>() + offset, sin_h, size_t(count * rope_pairs) * sizeof(float), stream);
-    rope_filled = positions;
+    const int64_t per = std::min(count, units_per_chunk(2 * rope_pairs));
+    rope_up.fit(size_t(2 * per * rope_pairs) * sizeof(float));
+    for (int64_t start = 0; start < count; start += per) {
+      if (start > 0) stream.synchronize();  // the previous chunk's copies have read rope_up
+      const int64_t k = std::min(per, count - start);
+      float* cos_h = rope_up.as<float>();
+      float* sin_h = cos_h + k * rope_pairs;
+      for (int64_t i = 0; i < k; ++i)
+        rope.angles(rope_filled + start + i, cos_h + i * rope_pairs, sin_h + i * rope_pairs);
+      const size_t offset = size_t((rope_filled + start) * rope_pairs);
+      cuda::copy_to_device(rope_cos.as<float>() + offset, cos_h, size_t(k * rope_pairs) * sizeof(float), stream);
+      cuda::copy_to_device(rope_sin.as<float>() + offset, sin_h, size_t(k * rope_pairs) * sizeof(float), stream);
+    }
+    return positions;
   }
 
   void ensure_scratch(int64_t n, int64_t n_logits) {
@@ -198,22 +252,51 @@ struct CudaForward::Impl {
     }
   }
 
-  // Host rows [valid, p0) -> device, gathered into the mirror's layout.
+  // How many units of `unit_floats` one trip through a staging buffer
+  // carries: as many as fit in staging_bytes, at least one.
+  int64_t units_per_chunk(int64_t unit_floats) const {
+    return std::max<int64_t>(1, int64_t(staging_bytes / (size_t(unit_floats) * sizeof(float))));
+  }
+
+  // Host rows [valid, p0) -> device, gathered into the mirror's layout
+  // (valid advances only after the forward's final synchronisation). Through
+  // kv_up in chunks of at most staging_bytes (a graft of a long prefix would
+  // otherwise pin its whole size): a chunk is gathered only once the copy of
+  // the previous one has finished reading the buffer.
   void upload_missing(const KvCache& host, int64_t p0) {
     if (valid >= p0) return;
     const int64_t count = p0 - valid;
-    kv_up.fit(size_t(count * position_floats) * sizeof(float));
+    const int64_t per = std::min(count, units_per_chunk(position_floats));
+    kv_up.fit(size_t(per * position_floats) * sizeof(float));
     float* stage = kv_up.as<float>();
     const size_t row_bytes = size_t(kv_width) * sizeof(float);
-    for (int64_t i = 0; i < count; ++i)
-      for (int l = 0; l < c.n_layer; ++l) {
-        float* dst = stage + i * position_floats + int64_t(2 * l) * kv_width;
-        std::memcpy(dst, host.k(l, valid + i), row_bytes);
-        std::memcpy(dst + kv_width, host.v(l, valid + i), row_bytes);
-      }
-    cuda::copy_to_device(kv.as<float>() + valid * position_floats, stage, size_t(count * position_floats) * sizeof(float),
-                         stream);
-    valid = p0;
+    for (int64_t start = 0; start < count; start += per) {
+      if (start > 0) stream.synchronize();  // the previous chunk's copy has read `stage`
+      const int64_t k = std::min(per, count - start);
+      for (int64_t i = 0; i < k; ++i)
+        for (int l = 0; l < c.n_layer; ++l) {
+          float* dst = stage + i * position_floats + int64_t(2 * l) * kv_width;
+          std::memcpy(dst, host.k(l, valid + start + i), row_bytes);
+          std::memcpy(dst + kv_width, host.v(l, valid + start + i), row_bytes);
+        }
+      cuda::copy_to_device(kv.as<float>() + (valid + start) * position_floats, stage,
+                           size_t(k * position_floats) * sizeof(float), stream);
+    }
+  }
+
+  // Device -> host through `down` in chunks of whole units (KV positions or
+  // logits rows) of at most staging_bytes; `take(first_unit, units, floats)`
+  // receives each chunk once it has landed.
+  template <class Take>
+  void download(const float* src, int64_t units, int64_t unit_floats, Take take) {
+    const int64_t per = std::min(units, units_per_chunk(unit_floats));
+    down.fit(size_t(per * unit_floats) * sizeof(float));
+    for (int64_t start = 0; start < units; start += per) {
+      const int64_t k = std::min(per, units - start);
+      cuda::copy_to_host(down.as<float>(), src + start * unit_floats, size_t(k * unit_floats) * sizeof(float), stream);
+      stream.synchronize();
+      take(start, k, down.as<const float>());
+    }
   }
 
   void check_request(std::span<const int32_t> tokens, int64_t p0, const KvCache& host) const {
@@ -244,13 +327,32 @@ struct CudaForward::Impl {
       return;
     }
     host.reserve(p0 + n);  // may throw: before any device work
+    try {
+      run_forward(tokens, p0, which, logits, host);
+    } catch (...) {
+      failed = true;
+      // Copies and kernels already queued may still read the staging buffers
+      // and write the mirror: wait for them before the caller frees or reuses
+      // anything. Their own error, if any, is this failure or a consequence of
+      // it (and a sticky one is already recorded by check_status).
+      try {
+        stream.synchronize();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+
+  void run_forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
+                   KvCache& host) {
+    const int64_t n = int64_t(tokens.size());
     const bool want_logits = which != LogitsFor::None && logits != nullptr;
     const int64_t first = which == LogitsFor::All ? 0 : n - 1;
     const int64_t rows = want_logits ? n - first : 0;
 
     ensure_kv(p0 + n);
     upload_missing(host, p0);
-    ensure_rope(p0 + n);
+    const int64_t rope_after = ensure_rope(p0 + n);
     ensure_scratch(n, rows);
     tokens_up.fit(size_t(n) * sizeof(int32_t));
     std::memcpy(tokens_up.data(), tokens.data(), size_t(n) * sizeof(int32_t));
@@ -264,24 +366,41 @@ struct CudaForward::Impl {
       cuda::matmul(head, xn.as<float>(), c.n_embd, rows, stream);
     }
 
-    // New KV rows, then logits, in one staging buffer and one wait.
+    // New KV rows, then logits: in one staging buffer and one wait when they
+    // fit in staging_bytes (the usual decode step), else chunk by chunk.
     const size_t kv_floats = size_t(n * position_floats);
     const size_t logit_floats = size_t(rows) * size_t(c.n_vocab);
-    down.fit((kv_floats + logit_floats) * sizeof(float));
-    float* kv_h = down.as<float>();
-    cuda::copy_to_host(kv_h, kv.as<float>() + p0 * position_floats, kv_floats * sizeof(float), stream);
-    cuda::copy_to_host(kv_h + kv_floats, logits_d.data(), logit_floats * sizeof(float), stream);
-    stream.synchronize();
-
     const size_t row_bytes = size_t(kv_width) * sizeof(float);
-    for (int64_t i = 0; i < n; ++i)
-      for (int l = 0; l < c.n_layer; ++l) {
-        const float* src = kv_h + i * position_floats + int64_t(2 * l) * kv_width;
-        std::memcpy(host.k(l, p0 + i), src, row_bytes);
-        std::memcpy(host.v(l, p0 + i), src + kv_width, row_bytes);
+    auto scatter_kv = [&](int64_t first_position, int64_t count, const float* staged) {
+      for (int64_t i = 0; i < count; ++i)
+        for (int l = 0; l < c.n_layer; ++l) {
+          const float* src = staged + i * position_floats + int64_t(2 * l) * kv_width;
+          std::memcpy(host.k(l, p0 + first_position + i), src, row_bytes);
+          std::memcpy(host.v(l, p0 + first_position + i), src + kv_width, row_bytes);
+        }
+    };
+    if ((kv_floats + logit_floats) * sizeof(float) <= staging_bytes) {
+      down.fit((kv_floats + logit_floats) * sizeof(float));
+      float* kv_h = down.as<float>();
+      cuda::copy_to_host(kv_h, kv.as<float>() + p0 * position_floats, kv_floats * sizeof(float), stream);
+      cuda::copy_to_host(kv_h + kv_floats, logits_d.data(), logit_floats * sizeof(float), stream);
+      stream.synchronize();
+      scatter_kv(0, n, kv_h);
+      if (rows > 0) logits->assign(kv_h + kv_floats, kv_h + kv_floats + logit_floats);
+    } else {
+      // The first wait here also completes every kernel queued above.
+      download(kv.as<float>() + p0 * position_floats, n, position_floats, scatter_kv);
+      if (rows > 0) {
+        logits->resize(logit_floats);
+        download(logits_d.as<float>(), rows, c.n_vocab, [&](int64_t first_row, int64_t count, const float* staged) {
+          std::memcpy(logits->data() + first_row * c.n_vocab, staged, size_t(count * c.n_vocab) * sizeof(float));
+        });
       }
+    }
+    // Only now is the device work known to be done: the mirror and the rotary
+    // table grow their valid ranges here and nowhere earlier.
+    rope_filled = rope_after;
     valid = p0 + n;
-    if (rows > 0) logits->assign(kv_h + kv_floats, kv_h + kv_floats + logit_floats);
   }
 
   // The layers of engine/forward.cpp, step for step.
@@ -327,17 +446,19 @@ struct CudaForward::Impl {
   }
 };
 
-CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions) {
+CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, size_t staging_bytes) {
   std::string why;
   if (!cuda_device_available(&why)) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + why);
   if (model->config().head_dim > 512)
     throw Error(ErrorCode::Unsupported, "CUDA forward: head_dim " + std::to_string(model->config().head_dim) +
                                             " exceeds 512");
   if (max_positions <= 0) throw Error(ErrorCode::InvalidArgument, "CUDA forward: max_positions must be positive");
-  impl_ = std::make_unique<Impl>(std::move(model), max_positions);
+  impl_ = std::make_unique<Impl>(std::move(model), max_positions, staging_bytes);
 }
 
 CudaForward::~CudaForward() = default;
+
+int64_t CudaForward::weight_uploads() { return weight_upload_count.load(); }
 
 void CudaForward::forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
                           KvCache& host_cache) {
@@ -357,11 +478,13 @@ namespace kvg {
 
 struct CudaForward::Impl {};
 
-CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t) {
+CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, size_t) {
   throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
 }
 
 CudaForward::~CudaForward() = default;
+
+int64_t CudaForward::weight_uploads() { return 0; }
 
 void CudaForward::forward(std::span<const int32_t>, int64_t, LogitsFor, std::vector<float>*, KvCache&) {
   throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");

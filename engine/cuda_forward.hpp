@@ -6,12 +6,17 @@
 // it unchanged. The device keeps a mirror of it: before a forward, rows of
 // positions [0, p0) that the host has and the device does not (after a graft,
 // or on first use) are uploaded; after it, the new rows [p0, p0 + n) are
-// copied back into the host cache. Weights are uploaded once per model and
-// shared by every CudaForward of that model in the process.
+// copied back into the host cache. Weights are uploaded once per Model object
+// and stay on the device while it lives (Model::resident_state), shared by
+// every CudaForward of that model in the process; a finished CudaForward
+// leaves its stream, KV mirror, scratch and pinned staging to the next one of
+// the same model, so a backend that builds a Session per SQL call neither
+// re-uploads nor re-allocates.
 //
 // Plain C++ (no CUDA types); in a build without CUDA the constructor throws.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -28,11 +33,18 @@ enum class LogitsFor;  // engine/session.hpp
 class CudaForward {
  public:
   // Initialises CUDA in this process (never at load time), uploads the
-  // model's weights unless another CudaForward of this model already did,
+  // model's weights unless this Model's are already on the device,
   // and prepares device KV for up to max_positions positions. Throws
   // kvg::Error(Unsupported) when this build has no CUDA support or no usable
   // device (with the reason), OutOfRange when device memory runs out.
-  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions);
+  //
+  // staging_bytes bounds each page-locked staging buffer that carries KV rows
+  // and logits between host and device (pinned memory is taken from the
+  // machine's RAM and cannot be swapped, and every backend has its own):
+  // larger transfers go through it in chunks, with a wait per chunk.
+  static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
+  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
+              size_t staging_bytes = kDefaultStagingBytes);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
@@ -41,6 +53,8 @@ class CudaForward {
   // the CPU. host_cache must hold valid rows for [0, p0); it receives the rows
   // of [p0, p0 + n). `logits` gets n_vocab floats per requested row. Token ids
   // must be in the vocabulary and p0 + n <= max_positions (else kvg::Error).
+  // On any failure it waits for the work it queued before throwing, and
+  // device_positions() does not advance (the host cache is not written).
   // One CudaForward mirrors one host cache (a Session's): when given a cache
   // at another address it starts over, but to switch between caches call
   // truncate(0) — an address can be reused by a new cache.
@@ -56,6 +70,10 @@ class CudaForward {
   int64_t max_positions() const;
   // The GPU in use, e.g. "NVIDIA H200 (sm_90, 143771 MiB)".
   std::string device_name() const;
+
+  // How many times this process has uploaded a model's weights (once per
+  // Model object used on the GPU): a server checks residency with it.
+  static int64_t weight_uploads();
 
  private:
   struct Impl;

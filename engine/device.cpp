@@ -1,5 +1,8 @@
 #include "engine/device.hpp"
 
+#include <mutex>
+#include <utility>
+
 #include "kernels/cuda/cuda_runtime_probe.hpp"
 
 namespace kvg {
@@ -25,6 +28,21 @@ bool device_available(Device device, std::string* why) {
   if (device == Device::Cuda) return cuda_device_available(why);
   if (why) why->clear();
   return true;
+}
+
+namespace {
+std::mutex fallback_mutex;
+std::string fallback_reason;
+}  // namespace
+
+void note_device_fallback(const std::string& why) {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  fallback_reason = why;
+}
+
+std::string last_device_fallback() {
+  std::lock_guard<std::mutex> lock(fallback_mutex);
+  return std::exchange(fallback_reason, {});
 }
 
 DeviceChoice resolve_device(Device requested) {

@@ -34,4 +34,11 @@ struct DeviceChoice {
 };
 DeviceChoice resolve_device(Device requested);
 
+// A Device::Auto session that resolved to Cuda but runs on the CPU because
+// setting up the GPU failed (engine/session.hpp) records why here; the
+// extension or CLI may tell the user. last_device_fallback() returns the most
+// recent reason in this process and clears it (empty: none since last asked).
+void note_device_fallback(const std::string& why);
+std::string last_device_fallback();
+
 }  // namespace kvg

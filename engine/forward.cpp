@@ -47,7 +47,20 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
       scratch_(std::make_shared<Scratch>()) {
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
-  if (*choice.runs_on == Device::Cuda) cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions());
+  if (*choice.runs_on != Device::Cuda) return;
+  if (options_.device != Device::Auto) {
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    return;
+  }
+  // Auto promised the CPU's bits on whichever device works: a GPU that cannot
+  // be set up (out of memory with other backends on it, a failed stream)
+  // costs speed, not the call.
+  try {
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+  } catch (const std::exception& e) {
+    fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
+    note_device_fallback(fallback_);
+  }
 }
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
@@ -71,9 +84,21 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     return;
   }
   if (cuda_) {
-    cuda_->forward(tokens, n_past(), which, logits, cache_);
-    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-    return;
+    try {
+      cuda_->forward(tokens, n_past(), which, logits, cache_);
+      tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+      return;
+    } catch (const Error& e) {
+      // The KV mirror and scratch are allocated as the context grows, so under
+      // Auto running out of device memory here is still a set-up failure: the
+      // host cache is authoritative (CudaForward wrote nothing into it), so the
+      // CPU takes over from the same position with the same bits. Any other
+      // error fails the call (and a sticky one retires the device).
+      if (options_.device != Device::Auto || e.code() != ErrorCode::OutOfRange) throw;
+      fallback_ = std::string("the GPU ran out of memory, running on the CPU: ") + e.what();
+      note_device_fallback(fallback_);
+      cuda_.reset();
+    }
   }
   const ModelConfig& c = model_->config();
   const Isa isa = options_.isa;

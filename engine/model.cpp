@@ -200,4 +200,11 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
 
 std::string Model::fingerprint_hex() const { return to_hex(fingerprint_); }
 
+std::shared_ptr<void> Model::resident_state(const std::function<std::shared_ptr<void>()>& make) const {
+  // Held while `make` runs: two sessions starting at once upload once.
+  std::lock_guard<std::mutex> lock(resident_mutex_);
+  if (!resident_) resident_ = make();
+  return resident_;
+}
+
 }  // namespace kvg

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,14 @@ class Model {
   const WeightMatrix& output() const { return output_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
+  // State another part of the engine keeps for as long as this model lives:
+  // the CUDA forward pass keeps its device copy of the weights here
+  // (engine/cuda_forward.cpp), so a backend uploads them once per loaded model
+  // however many sessions it builds, and frees them when the Model goes (a new
+  // kvg.model, or the file changed). The first call runs `make`; later calls
+  // return what it made. A failed `make` leaves the slot empty.
+  std::shared_ptr<void> resident_state(const std::function<std::shared_ptr<void>()>& make) const;
+
  private:
   Model() = default;
   std::shared_ptr<const gguf::File> file_;
@@ -57,6 +67,8 @@ class Model {
   std::vector<float> output_norm_;
   WeightMatrix output_;
   std::vector<LayerWeights> layers_;
+  mutable std::mutex resident_mutex_;
+  mutable std::shared_ptr<void> resident_;
 };
 
 }  // namespace kvg

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/cuda_forward.hpp"
@@ -28,6 +29,8 @@ struct EngineOptions {
   int threads = 1;
   Isa isa = default_isa();
   int64_t max_context = 0;  // 0: the model's context length
+  // On a GPU: the bound on each pinned staging buffer (CudaForward).
+  size_t gpu_staging_bytes = CudaForward::kDefaultStagingBytes;
 };
 
 enum class LogitsFor { None, Last, All };
@@ -35,11 +38,19 @@ enum class LogitsFor { None, Last, All };
 class Session {
  public:
   // Throws kvg::Error(Unsupported) when options.device cannot be used
-  // (resolve_device() says why).
+  // (resolve_device() says why). Under Device::Auto any failure to set up the
+  // GPU, running out of device memory included, makes the session run on the
+  // CPU instead (the same bits); device_fallback() and
+  // last_device_fallback() (engine/device.hpp) say why.
   Session(std::shared_ptr<const Model> model, EngineOptions options);
 
   const Model& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
+  // Where forward() runs: Cpu or Cuda (Auto resolved).
+  Device runs_on() const { return cuda_ ? Device::Cuda : Device::Cpu; }
+  // Why a Device::Auto session runs on the CPU although a GPU was found
+  // (setting it up failed, e.g. out of device memory); empty otherwise.
+  const std::string& device_fallback() const { return fallback_; }
   int64_t n_past() const { return int64_t(tokens_.size()); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int64_t max_context() const { return cache_.max_positions(); }
@@ -79,6 +90,7 @@ class Session {
   // Set when the forward pass runs on a GPU (EngineOptions::device); it
   // mirrors cache_, which stays authoritative for capture and graft.
   std::shared_ptr<CudaForward> cuda_;
+  std::string fallback_;
 };
 
 }  // namespace kvg

@@ -7,6 +7,8 @@
 #   2. runs every CUDA test — kernels against their CPU definitions, whole
 #      models (logits SHA-256 equal to the CPU's for every chunking), grafts
 #      across devices — and fails unless a GPU was actually used;
+#      and prints how many times 20 sessions on one model uploaded its
+#      weights (must be 1: they stay resident per backend);
 #   3. writes a ~1B-parameter q8_0 synthetic model (`kvg synth`) and prints
 #      one table: prefill and decode tokens/s on CPU and GPU, and graft
 #      versus recompute time, with the exactness of each.
@@ -47,6 +49,13 @@ if ! grep -q "cuda_device_available: yes" "$log"; then
   exit 1
 fi
 [ "$status" -eq 0 ] || { echo "FAIL: CUDA tests failed (exit $status)"; exit "$status"; }
+
+stage "device residency (a backend builds a Session per SQL call)"
+# From CudaServer.SessionsOfOneModelUploadItsWeightsOnce: 20 sessions on one
+# Model in one process, as a backend's 20 calls; the weights must go up once.
+grep -E "^weight uploads across" "$log" || { echo "FAIL: the residency test did not report"; exit 1; }
+grep -qE "^weight uploads across [0-9]+ sessions on one model in this process: 1$" "$log" ||
+  { echo "FAIL: the weights were uploaded more than once"; exit 1; }
 
 stage "benchmark model: kvg synth, ~1B parameters, q8_0"
 model=$build/synth-1b-q8_0.gguf

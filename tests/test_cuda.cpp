@@ -35,6 +35,12 @@
 #include "kernels/cpu/portable_math.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cuda/cuda_runtime_probe.hpp"
+#ifdef KVG_CUDA_EMULATOR
+#include <pthread.h>
+#include <signal.h>
+
+#include "kernels/cuda/emulator/include/mock_control.hpp"
+#endif
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
 #include "tests/memory_artifacts.hpp"
@@ -896,6 +902,284 @@ TEST(CudaSession, PrefillChunksAndGraftCheckAreExactOnCuda) {
     }
   }
 }
+
+// ---------------------------------------------------------------------------
+// A database server: a backend builds a Session per SQL call on the model it
+// keeps loaded. The weights must stay on the device (one upload per Model),
+// the workspace must be reused, and a failed GPU must cost speed, not calls.
+
+TEST(CudaServer, SessionsOfOneModelUploadItsWeightsOnce) {
+  KVG_REQUIRE_GPU();
+  const auto tokens = [] { return prompt_for(*synth_model("f32"), 12); }();
+#ifdef KVG_CUDA_EMULATOR
+  const int64_t live_at_start = cuda::mock::counters().live_device_bytes;
+#endif
+  {
+    auto model = synth_model("f32");
+    std::vector<float> cpu;
+    Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::Last, &cpu);
+    EngineOptions on_gpu;
+    on_gpu.device = Device::Cuda;
+    const int64_t uploads_before = CudaForward::weight_uploads();
+#ifdef KVG_CUDA_EMULATOR
+    cuda::mock::Counters after_first;
+#endif
+    const int calls = 20;  // as many "SQL calls", each with its own Session
+    for (int call = 0; call < calls; ++call) {
+      Session session(model, on_gpu);
+      std::vector<float> logits;
+      session.prefill(tokens, 0, LogitsFor::Last, &logits);
+      EXPECT_EQ(logits_sha256(logits), logits_sha256(cpu)) << "call " << call;
+#ifdef KVG_CUDA_EMULATOR
+      if (call == 0) after_first = cuda::mock::counters();
+#endif
+    }
+    EXPECT_EQ(CudaForward::weight_uploads() - uploads_before, 1);
+    // scripts/gpu-check.sh prints this line from a real GPU's run.
+    std::printf("weight uploads across %d sessions on one model in this process: %lld\n", calls,
+                static_cast<long long>(CudaForward::weight_uploads() - uploads_before));
+#ifdef KVG_CUDA_EMULATOR
+    // Calls 2..20 reuse the first one's stream, KV mirror, scratch, rotary
+    // table and pinned staging: they allocate nothing and upload only their
+    // token ids.
+    const cuda::mock::Counters after_all = cuda::mock::counters();
+    EXPECT_EQ(after_all.device_allocations, after_first.device_allocations);
+    EXPECT_EQ(after_all.pinned_allocations, after_first.pinned_allocations);
+    EXPECT_EQ(after_all.streams_created, after_first.streams_created);
+    EXPECT_EQ(after_all.h2d_bytes - after_first.h2d_bytes, int64_t((calls - 1) * tokens.size() * sizeof(int32_t)));
+    EXPECT_GE(after_first.h2d_bytes, int64_t(model->weight_bytes()));
+#endif
+    // Another Model object (kvg.model changed, or the file did) is another upload.
+    auto reloaded = synth_model("f32");
+    std::vector<float> logits;
+    Session(reloaded, on_gpu).prefill(tokens, 0, LogitsFor::Last, &logits);
+    EXPECT_EQ(logits_sha256(logits), logits_sha256(cpu));
+    EXPECT_EQ(CudaForward::weight_uploads() - uploads_before, 2);
+  }
+#ifdef KVG_CUDA_EMULATOR
+  // Both models gone: their weights and idle workspaces went with them.
+  EXPECT_EQ(cuda::mock::counters().live_device_bytes, live_at_start);
+#endif
+}
+
+// Pinned staging is bounded (CudaForward's staging_bytes): a graft's upload,
+// the new KV rows and all-rows logits larger than the buffer travel through
+// it in chunks and arrive bit for bit.
+TEST(CudaServer, TransfersLargerThanTheStagingBufferCopyExactly) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model("f32");  // a new Model: a fresh workspace, no staging yet
+  const ModelConfig& c = model->config();
+  const auto tokens = prompt_for(*model, 40);
+  Session cpu(model, EngineOptions{});
+  std::vector<float> expected;
+  cpu.prefill(tokens, 0, LogitsFor::All, &expected);
+
+  const size_t position_bytes = size_t(c.n_layer) * 2 * size_t(c.kv_row_floats()) * sizeof(float);
+  const size_t logits_row_bytes = size_t(c.n_vocab) * sizeof(float);
+  const size_t staging = 3 * position_bytes + 5;  // three KV positions per trip
+#ifdef KVG_CUDA_EMULATOR
+  cuda::mock::reset_largest_pinned();
+#endif
+  CudaForward gpu(model, 64, staging);
+  // Rows [0, 20) on the host only, as after a graft: 20 positions to upload.
+  KvCache host(c.n_layer, c.kv_row_floats(), 64);
+  host.reserve(40);
+  const size_t row_bytes = size_t(c.kv_row_floats()) * sizeof(float);
+  for (int64_t p = 0; p < 20; ++p)
+    for (int l = 0; l < c.n_layer; ++l) {
+      std::memcpy(host.k(l, p), cpu.kv_cache().k(l, p), row_bytes);
+      std::memcpy(host.v(l, p), cpu.kv_cache().v(l, p), row_bytes);
+    }
+  std::vector<float> logits;
+  gpu.forward(std::span<const int32_t>(tokens.data() + 20, 20), 20, LogitsFor::All, &logits, host);
+  ASSERT_EQ(logits.size(), 20 * size_t(c.n_vocab));
+  EXPECT_EQ(logits_sha256(logits),
+            logits_sha256(std::vector<float>(expected.begin() + std::ptrdiff_t(20 * c.n_vocab), expected.end())));
+  for (int64_t p = 0; p < 40; ++p)
+    for (int l = 0; l < c.n_layer; ++l) {
+      EXPECT_EQ(std::memcmp(host.k(l, p), cpu.kv_cache().k(l, p), row_bytes), 0) << "K, position " << p;
+      EXPECT_EQ(std::memcmp(host.v(l, p), cpu.kv_cache().v(l, p), row_bytes), 0) << "V, position " << p;
+    }
+  EXPECT_EQ(gpu.device_positions(), 40);
+  // One more step on top (the fast path: it fits) still equals the CPU.
+  const int32_t next[1] = {tokens[5]};
+  std::vector<float> cpu_next, gpu_next;
+  cpu.forward(next, LogitsFor::Last, &cpu_next);
+  gpu.forward(next, 40, LogitsFor::Last, &gpu_next, host);
+  EXPECT_EQ(logits_sha256(gpu_next), logits_sha256(cpu_next));
+#ifdef KVG_CUDA_EMULATOR
+  // No staging buffer grew past the bound (or past one unit, when a single
+  // logits row is larger than it).
+  EXPECT_LE(size_t(cuda::mock::counters().largest_pinned_bytes), std::max(staging, logits_row_bytes));
+#else
+  (void)logits_row_bytes;
+#endif
+}
+
+#if defined(KVG_HAVE_CUDA) && !defined(KVG_CUDA_EMULATOR)
+// A backend waiting for its forward pass must not spin a core that other
+// backends need (the probe sets the flag before the context exists).
+TEST(CudaServer, WaitingForTheGpuSleepsInsteadOfSpinning) {
+  KVG_REQUIRE_GPU();
+  EXPECT_TRUE(cuda::blocking_sync());
+}
+#endif
+
+#ifdef KVG_CUDA_EMULATOR
+
+// Failures injected into the emulator's runtime (emulator/mock_runtime.cpp).
+class CudaFailure : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    cuda::mock::clear_failures();
+    detail::cuda_forget_unusable_for_tests();
+    last_device_fallback();
+  }
+  static EngineOptions on(Device device) {
+    EngineOptions o;
+    o.device = device;
+    return o;
+  }
+};
+
+TEST_F(CudaFailure, AutoRunsOnTheCpuWhenTheWeightsDoNotFit) {
+  auto model = synth_model("f32");  // a new Model: its weights are not on the device yet
+  const auto tokens = prompt_for(*model, 9);
+  std::vector<float> cpu, automatic;
+  Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu);
+
+  cuda::mock::fail(cuda::mock::Op::DeviceAlloc, cuda::mock::kMemoryAllocation, 3);
+  Session session(model, on(Device::Auto));
+  EXPECT_EQ(session.runs_on(), Device::Cpu);
+  EXPECT_NE(session.device_fallback().find("cudaMalloc"), std::string::npos) << session.device_fallback();
+  EXPECT_EQ(last_device_fallback(), session.device_fallback());
+  session.prefill(tokens, 0, LogitsFor::All, &automatic);
+  EXPECT_EQ(logits_sha256(automatic), logits_sha256(cpu));
+  // Out of memory is not sticky: the device stays in use for later sessions.
+  EXPECT_TRUE(cuda_device_available());
+  EXPECT_EQ(Session(model, on(Device::Auto)).runs_on(), Device::Cuda);
+
+  // Asked for explicitly, the GPU's failure is the call's.
+  auto another = synth_model("f32");
+  cuda::mock::fail(cuda::mock::Op::DeviceAlloc, cuda::mock::kMemoryAllocation, 0);
+  try {
+    Session refused(another, on(Device::Cuda));
+    FAIL() << "a cuda session was built although its weights did not fit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfRange) << e.what();
+  }
+}
+
+TEST_F(CudaFailure, AutoRunsOnTheCpuWhenTheKvMirrorDoesNotFit) {
+  auto model = synth_model("f32");
+  const auto tokens = prompt_for(*model, 11);
+  std::vector<float> cpu;
+  Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu);
+  for (Device device : {Device::Auto, Device::Cuda}) {
+    Session session(model, on(device));
+    ASSERT_EQ(session.runs_on(), Device::Cuda);
+    // The first forward allocates the KV mirror (the first device allocation
+    // left: the weights are resident and the workspace starts empty or reused
+    // after a failure freed it).
+    cuda::mock::fail(cuda::mock::Op::DeviceAlloc, cuda::mock::kMemoryAllocation, 0);
+    std::vector<float> logits;
+    if (device == Device::Cuda) {
+      try {
+        session.prefill(tokens, 0, LogitsFor::All, &logits);
+        FAIL() << "the forward pass ran although its KV mirror did not fit";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::OutOfRange) << e.what();
+      }
+      EXPECT_EQ(session.n_past(), 0);
+      continue;
+    }
+    session.prefill(tokens, 0, LogitsFor::All, &logits);
+    EXPECT_EQ(session.runs_on(), Device::Cpu);
+    EXPECT_NE(session.device_fallback().find("out of memory"), std::string::npos) << session.device_fallback();
+    EXPECT_EQ(logits_sha256(logits), logits_sha256(cpu));
+  }
+}
+
+TEST_F(CudaFailure, AStickyErrorRetiresTheDeviceForTheProcess) {
+  auto model = synth_model("f32");
+  const auto tokens = prompt_for(*model, 12);
+  const ModelConfig& c = model->config();
+  KvCache host(c.n_layer, c.kv_row_floats(), 64);
+  CudaForward gpu(model, 64);
+  std::vector<float> logits;
+  gpu.forward(std::span<const int32_t>(tokens.data(), 8), 0, LogitsFor::Last, &logits, host);
+  ASSERT_EQ(gpu.device_positions(), 8);
+
+  // A kernel fault surfaces at the copy back; the forward pass must wait for
+  // what it queued before throwing (one synchronisation: nothing else in this
+  // call synchronises before the copy) and keep its valid range.
+  cuda::mock::fail(cuda::mock::Op::CopyToHost, cuda::mock::kIllegalAddress);
+  const int64_t syncs = cuda::mock::counters().synchronizations;
+  try {
+    gpu.forward(std::span<const int32_t>(tokens.data() + 8, 4), 8, LogitsFor::Last, &logits, host);
+    FAIL() << "the injected fault was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Internal) << e.what();
+  }
+  EXPECT_EQ(cuda::mock::counters().synchronizations - syncs, 1);
+  EXPECT_EQ(gpu.device_positions(), 8);
+
+  std::string why;
+  EXPECT_FALSE(cuda_device_available(&why));
+  EXPECT_NE(why.find("failed earlier in this process"), std::string::npos) << why;
+  EXPECT_NE(why.find("status 700"), std::string::npos) << why;
+  EXPECT_EQ(resolve_device(Device::Auto).runs_on, Device::Cpu);
+  try {
+    Session refused(model, on(Device::Cuda));
+    FAIL() << "a cuda session was built on a retired device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("failed earlier"), std::string::npos) << e.what();
+  }
+  std::vector<float> cpu, automatic;
+  Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu);
+  Session fallback(model, on(Device::Auto));
+  EXPECT_EQ(fallback.runs_on(), Device::Cpu);
+  fallback.prefill(tokens, 0, LogitsFor::All, &automatic);
+  EXPECT_EQ(logits_sha256(automatic), logits_sha256(cpu));
+}
+
+TEST_F(CudaFailure, AFailedUploadDoesNotAdvanceTheMirror) {
+  auto model = synth_model("f32");
+  const auto tokens = prompt_for(*model, 12);
+  Session cpu(model, EngineOptions{});
+  std::vector<float> expected;
+  cpu.prefill(tokens, 0, LogitsFor::Last, &expected);
+  CudaForward gpu(model, 64);
+  // Rows [0, 8) are on the host only (as after a graft): the next forward
+  // uploads them, computes, and fails copying back (out of memory: not
+  // sticky). The upload was queued, but the range grows only after the final
+  // synchronisation, so none of it counts.
+  KvCache& host = cpu.kv_cache();
+  cuda::mock::fail(cuda::mock::Op::CopyToHost, cuda::mock::kMemoryAllocation);
+  std::vector<float> logits;
+  EXPECT_THROW(gpu.forward(std::span<const int32_t>(tokens.data() + 8, 4), 8, LogitsFor::Last, &logits, host), Error);
+  EXPECT_EQ(gpu.device_positions(), 0);
+  // Retried, it uploads them again and gives the CPU's bits.
+  gpu.forward(std::span<const int32_t>(tokens.data() + 8, 4), 8, LogitsFor::Last, &logits, host);
+  EXPECT_EQ(gpu.device_positions(), 12);
+  EXPECT_EQ(logits_sha256(logits), logits_sha256(expected));
+}
+
+TEST_F(CudaFailure, StreamsAreCreatedWithEverySignalBlocked) {
+  sigset_t before, after;
+  pthread_sigmask(SIG_BLOCK, nullptr, &before);
+  const int64_t streams = cuda::mock::counters().streams_created;
+  auto model = synth_model("f32");  // new Model: weights stream and a new workspace stream
+  Session session(model, on(Device::Cuda));
+  EXPECT_GT(cuda::mock::counters().streams_created, streams);
+  EXPECT_EQ(cuda::mock::counters().signals_unblocked_at_stream_creation, 0);
+  pthread_sigmask(SIG_BLOCK, nullptr, &after);
+  for (int sig : {SIGINT, SIGTERM, SIGALRM, SIGUSR1})
+    EXPECT_EQ(sigismember(&after, sig), sigismember(&before, sig)) << "signal " << sig;
+}
+
+#endif  // KVG_CUDA_EMULATOR
 
 // ---------------------------------------------------------------------------
 // Benchmark (scripts/gpu-check.sh): prefill and decode throughput on CPU and

@@ -1,11 +1,17 @@
 // engine/device.hpp: what the extension and the CLI report as "the device"
 // must be what a Session really does with the same request.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <stdexcept>
+#include <thread>
 
 #include "common/error.hpp"
 #include "engine/device.hpp"
 #include "engine/session.hpp"
 #include "engine/synth_model.hpp"
+#include "kernels/cuda/signal_block.hpp"
 #include "tests/synth_fixture.hpp"
 
 namespace kvg {
@@ -64,6 +70,58 @@ TEST(Device, SessionFollowsTheResolution) {
       EXPECT_NE(std::string(e.what()).find(choice.detail), std::string::npos) << e.what();
     }
   }
+}
+
+// kernels/cuda/signal_block.hpp: CUDA's driver threads inherit the mask of
+// the thread that creates them, so every signal is blocked while CUDA starts.
+sigset_t current_mask() {
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  return mask;
+}
+
+TEST(SignalBlock, BlocksEverySignalInsideAndRestoresTheMaskAfter) {
+  // The thread's own mask beforehand: SIGUSR2 blocked, SIGINT open.
+  sigset_t usr2, saved;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  pthread_sigmask(SIG_BLOCK, &usr2, &saved);
+  sigset_t open_int;
+  sigemptyset(&open_int);
+  sigaddset(&open_int, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &open_int, nullptr);
+  const sigset_t before = current_mask();
+  bool thread_saw_blocked = false;
+  {
+    const cuda::SignalBlock guard;
+    const sigset_t inside = current_mask();
+    for (int sig : {SIGINT, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT, SIGCHLD})
+      EXPECT_EQ(sigismember(&inside, sig), 1) << "signal " << sig << " open inside the guard";
+    // What the guard is for: a thread started inside (as the CUDA driver
+    // starts its own) is born with everything blocked and keeps it.
+    std::thread([&] {
+      const sigset_t mask = current_mask();
+      thread_saw_blocked = sigismember(&mask, SIGINT) == 1 && sigismember(&mask, SIGTERM) == 1 &&
+                           sigismember(&mask, SIGALRM) == 1;
+    }).join();
+  }
+  EXPECT_TRUE(thread_saw_blocked);
+  const sigset_t after = current_mask();
+  for (int sig = 1; sig < NSIG; ++sig)
+    EXPECT_EQ(sigismember(&after, sig), sigismember(&before, sig)) << "signal " << sig << " not restored";
+  EXPECT_EQ(sigismember(&after, SIGINT), 0);
+  EXPECT_EQ(sigismember(&after, SIGUSR2), 1);
+
+  // Restored when leaving by an exception too.
+  try {
+    const cuda::SignalBlock guard;
+    throw std::runtime_error("CUDA initialisation failed");
+  } catch (const std::runtime_error&) {
+  }
+  const sigset_t after_throw = current_mask();
+  for (int sig = 1; sig < NSIG; ++sig)
+    EXPECT_EQ(sigismember(&after_throw, sig), sigismember(&before, sig)) << "signal " << sig << " after a throw";
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
 }  // namespace

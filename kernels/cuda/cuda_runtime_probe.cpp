@@ -21,8 +21,36 @@ bool cuda_compiled() {
 #endif
 }
 
+namespace {
+std::mutex unusable_mutex;
+bool unusable = false;
+std::string unusable_reason;
+}  // namespace
+
+void cuda_mark_unusable(const std::string& why) {
+  std::lock_guard<std::mutex> lock(unusable_mutex);
+  if (unusable) return;
+  unusable = true;
+  unusable_reason = why;
+}
+
+void detail::cuda_forget_unusable_for_tests() {
+  std::lock_guard<std::mutex> lock(unusable_mutex);
+  unusable = false;
+  unusable_reason.clear();
+}
+
 bool cuda_device_available(std::string* why) {
 #ifdef KVG_HAVE_CUDA
+  {
+    std::lock_guard<std::mutex> lock(unusable_mutex);
+    if (unusable) {
+      if (why)
+        *why = "the CUDA device failed earlier in this process and is no longer used by it (" + unusable_reason +
+               "); a new connection starts a fresh process";
+      return false;
+    }
+  }
   // Probed once: initialising CUDA and launching a test kernel costs tens of
   // milliseconds, and the answer cannot change within a process.
   static std::once_flag once;

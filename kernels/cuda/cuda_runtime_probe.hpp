@@ -21,4 +21,17 @@ bool cuda_compiled();
 // process; the answer is remembered for the life of the process.
 bool cuda_device_available(std::string* why = nullptr);
 
+// Records that the device failed with an error other than running out of
+// memory (a kernel fault, a lost device, a sticky launch error). A CUDA
+// context cannot recover from those, so from now on cuda_device_available()
+// answers false, saying why, for the life of the process: `auto` runs on the
+// CPU and `cuda` is refused with that reason. The first reason is kept.
+void cuda_mark_unusable(const std::string& why);
+
+namespace detail {
+// Tests only: forgets cuda_mark_unusable() (the emulated device has no
+// context to lose; a real one stays unusable).
+void cuda_forget_unusable_for_tests();
+}  // namespace detail
+
 }  // namespace kvg

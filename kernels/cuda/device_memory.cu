@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "kernels/cuda/cuda_runtime_probe.hpp"
+#include "kernels/cuda/signal_block.hpp"
 
 namespace kvg::cuda {
 
@@ -15,11 +17,17 @@ void check_status(int status, const char* what) {
   if (e == cudaSuccess) return;
   const std::string message = std::string("CUDA: ") + what + " failed: " + cudaGetErrorName(e) + " (" +
                               cudaGetErrorString(e) + ")";
-  throw Error(e == cudaErrorMemoryAllocation ? ErrorCode::OutOfRange : ErrorCode::Internal, message);
+  // Running out of memory leaves the context usable (the caller may fall back
+  // to the CPU and try the GPU again later); any other error may be sticky and
+  // poisons the context, so the process stops using the device.
+  if (e == cudaErrorMemoryAllocation) throw Error(ErrorCode::OutOfRange, message);
+  cuda_mark_unusable(message);
+  throw Error(ErrorCode::Internal, message);
 }
 
 Stream::Stream() {
   cudaStream_t s = nullptr;
+  const SignalBlock no_signals;  // the driver may start threads here (signal_block.hpp)
   // Non-blocking: no implicit synchronisation with the legacy default stream
   // that other code in the process might use.
   check_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -99,6 +107,12 @@ void copy_on_device(void* device_dst, const void* device_src, size_t bytes, cons
   check_status(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice,
                                static_cast<cudaStream_t>(stream.handle())),
                "cudaMemcpyAsync (on device)");
+}
+
+bool blocking_sync() {
+  unsigned int flags = 0;
+  check_status(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+  return (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync;
 }
 
 std::string device_description() {

@@ -77,6 +77,11 @@ void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const 
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const Stream& stream);
 void copy_on_device(void* device_dst, const void* device_src, size_t bytes, const Stream& stream);
 
+// Whether a thread waiting for the device sleeps (cudaDeviceScheduleBlockingSync,
+// which the probe requests before the context exists) instead of spinning a
+// core. A real-GPU check only: the emulator has no scheduling to ask about.
+bool blocking_sync();
+
 // Name and compute capability of the current device, e.g. "NVIDIA H200 (sm_90)".
 std::string device_description();
 

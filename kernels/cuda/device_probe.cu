@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "kernels/cuda/signal_block.hpp"
+
 namespace kvg::cuda::detail {
 
 namespace {
@@ -23,6 +25,9 @@ std::string describe(cudaError_t e, const char* what) {
 }  // namespace
 
 bool probe_device(std::string* why) {
+  // CUDA initialises here and starts its driver threads: they inherit this
+  // mask, so PostgreSQL's signal handlers never run on them.
+  const SignalBlock no_signals;
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -34,6 +39,11 @@ bool probe_device(std::string* why) {
     *why = "the CUDA driver reports no device";
     return false;
   }
+  // Before the context exists (the cudaMalloc below creates it): a thread
+  // waiting in cudaStreamSynchronize sleeps on an OS primitive instead of
+  // spinning a core, which on a database server belongs to other backends.
+  // Failure only costs CPU time, never correctness, so it is not fatal.
+  if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
   int* flag = nullptr;
   if ((e = cudaMalloc(&flag, sizeof(int))) != cudaSuccess) {
     *why = describe(e, "cannot allocate device memory");

@@ -10,6 +10,17 @@
 // -prec-sqrt=true as a second line of defence.
 #pragma once
 
+// --use_fast_math turns on -ftz=true, -prec-div=false, -prec-sqrt=false and
+// -fmad=true for the whole file and lets intrinsics such as __expf replace
+// library calls: flushed subnormals alone change the weights' and
+// activations' bits, so a build with it cannot compute the recipe. Refuse it
+// rather than produce logits that silently differ from the CPU's. Toolkits
+// that define __USE_FAST_MATH__ for the flag stop here; nvcc 13 does not
+// define it, so kernels/CMakeLists.txt also refuses the flag at configure time.
+#if defined(__USE_FAST_MATH__)
+#error "kvg's CUDA kernels compute the f32-portable-v1 recipe bit for bit and must not be compiled with --use_fast_math"
+#endif
+
 #include <cstdint>
 
 #include "kernels/cpu/weights.hpp"

@@ -17,7 +17,7 @@ build=$(cd "${1:-$repo/build-cuda-off}" && pwd)
 shift || true
 out=$build/cuda-emulator
 mkdir -p "$out"
-cxx=(g++ -std=c++20 -O1 -g -ffp-contract=off -fno-fast-math -U_FORTIFY_SOURCE -DKVG_HAVE_CUDA=1
+cxx=(g++ -std=c++20 -O1 -g -ffp-contract=off -fno-fast-math -U_FORTIFY_SOURCE -DKVG_HAVE_CUDA=1 -DKVG_CUDA_EMULATOR=1
      -I"$here/include" -I"$repo")
 objects=()
 pids=()
