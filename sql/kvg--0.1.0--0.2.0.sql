@@ -483,3 +483,51 @@ COMMENT ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, doubl
 REVOKE EXECUTE ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) TO kvg_user;
 
+-- No orphaned large objects (docs/artifact-lifecycle.md) -------------------------------
+
+-- Large objects cannot be extension members, so DROP EXTENSION kvg (or DROP
+-- SCHEMA kvg CASCADE) would leave every artifact's object behind. This event
+-- trigger fires before such a command (ddl_command_start: kvg.artifacts still
+-- exists) and unlinks them in the same transaction, so a drop that fails or
+-- rolls back keeps them. It has to fire before: an sql_drop trigger that is
+-- itself a member of the extension is gone, with the artifacts table, by the
+-- time sql_drop triggers run.
+CREATE FUNCTION kvg.drop_guard() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'kvg_drop_guard' LANGUAGE C;
+CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA') EXECUTE FUNCTION kvg.drop_guard();
+
+-- Both directions of orphan: a large object that looks like an artifact
+-- (owned by kvg's owner, beginning with the magic "KVGA") without a
+-- kvg.artifacts row, and a row whose large object is gone.
+CREATE FUNCTION public.kvg_orphans()
+RETURNS TABLE (kind text, loid oid, sha256 text, bytes bigint)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT 'object_without_row', m.oid, NULL::text,
+         (SELECT sum(length(p.data)) FROM pg_largeobject p WHERE p.loid = m.oid)::bigint
+  FROM pg_largeobject_metadata m
+  WHERE m.lomowner = (SELECT nspowner FROM pg_namespace WHERE nspname = 'kvg')
+    AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.loid = m.oid)
+    AND lo_get(m.oid, 0, 4) = '\x4b564741'::bytea
+  UNION ALL
+  SELECT 'row_without_object', a.loid, a.sha256, a.bytes
+  FROM kvg.artifacts a
+  WHERE NOT EXISTS (SELECT FROM pg_largeobject_metadata m WHERE m.oid = a.loid)
+  ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION public.kvg_orphans() IS
+  'Artifact large objects without a kvg.artifacts row, and rows without their large object (none: consistent).';
+
+-- Unlinks the objects kvg_orphans() finds without a row (after a DROP
+-- EXTENSION made before 0.2.0, a DROP OWNED, a restore into a database
+-- that held some): returns how many. Rows without an object are reported,
+-- never deleted: their content is gone, and deciding that is the owner's.
+CREATE FUNCTION public.kvg_vacuum() RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT count(lo_unlink(o.loid)) FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row'
+$$;
+COMMENT ON FUNCTION public.kvg_vacuum() IS
+  'Unlinks artifact large objects that no kvg.artifacts row names; returns how many.';
+REVOKE EXECUTE ON FUNCTION public.kvg_orphans(), public.kvg_vacuum(), kvg.drop_guard() FROM PUBLIC;
