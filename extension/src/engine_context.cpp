@@ -55,6 +55,8 @@ std::shared_ptr<const Model> current_model() {
 EngineOptions current_engine_options() {
   EngineOptions options;
   options.threads = settings::threads();
+  options.max_kv_bytes = settings::max_kv_bytes();
+  options.kv_limit_name = "kvg.max_kv_memory";
   switch (settings::device()) {
     case settings::Device::Cpu: options.device = Device::Cpu; break;
     case settings::Device::Cuda: options.device = Device::Cuda; break;
