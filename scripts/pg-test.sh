@@ -10,6 +10,13 @@
 #      (tests/pgtap/upgrade/seed.sql) is updated, checked by
 #      tests/pgtap/upgrade/verify.sql, and its mixed-encoding audit chain
 #      re-checked offline by scripts/kvg-manifest-check.py.
+#   5. reliability: tests/pgtap/reliability/*.sql in a fresh database (output
+#      that is not UTF-8, and its manifest re-checked offline; DROP EXTENSION
+#      without orphaned large objects; kvg.max_kv_memory; a model file
+#      truncated, replaced and removed between calls).
+#   6. crash safety: tests/crash/crash_test.sh SIGKILLs backends mid-call and
+#      stops a throwaway cluster with -m immediate, then checks artifacts,
+#      orphans, knowledge entries and the audit chain.
 # Exits non-zero if any step fails (all steps run regardless).
 set -uo pipefail
 source "$(dirname "$0")/pg-env.sh"
@@ -70,6 +77,41 @@ if fresh_db kvg_upgrade &&
 else
   failed+=(upgrade-setup)
 fi
+
+echo "== reliability (tests/pgtap/reliability: output bytes, orphans, memory bound, model file changes)"
+# A synthetic model that emits bytes that are not UTF-8, and a directory the
+# tests copy, truncate and remove a model in (psql \! runs as this user).
+kvg_cli=$repo/${KVG_BUILD_DIR:-build}/cli/kvg
+reliability_tmp=$(mktemp -d /tmp/kvg-reliability.XXXXXX)
+chmod 755 "$reliability_tmp"
+export KVG_RELIABILITY_TMP=$reliability_tmp
+manifest=$pg_run/kvg_reliability_manifest.json
+if "$kvg_cli" synth --out "$KVG_FIXTURES/synth.gguf" --seed 1 --n-ctx 512 >/dev/null && fresh_db kvg_reliability kvg pgtap
+then
+  pg_prove -d kvg_reliability tests/pgtap/reliability/01_output_bytes.sql || failed+=(reliability-output)
+  # Offline: the rows with raw bytes re-hash, and a changed byte is caught.
+  if psql -X -At -d kvg_reliability -c 'SELECT kvg_manifest()' >"$manifest" &&
+    python3 scripts/kvg-manifest-check.py "$manifest" >/dev/null; then
+    python3 - "$manifest" <<'PY' && ! python3 scripts/kvg-manifest-check.py "$manifest.bad" >/dev/null 2>&1 ||
+import json, sys
+m = json.load(open(sys.argv[1]))
+e = next(e for e in m["entries"] if e.get("output_bytes"))
+e["output_bytes"] = ("00" if e["output_bytes"][:2] != "00" else "01") + e["output_bytes"][2:]
+json.dump(m, open(sys.argv[1] + ".bad", "w"))
+PY
+      failed+=(reliability-manifest-tamper)
+  else
+    failed+=(reliability-manifest)
+  fi
+  pg_prove -d kvg_reliability tests/pgtap/reliability/02_orphans.sql tests/pgtap/reliability/03_limits_and_files.sql ||
+    failed+=(reliability)
+else
+  failed+=(reliability-setup)
+fi
+rm -rf "$reliability_tmp"
+
+echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"
+bash tests/crash/crash_test.sh || failed+=(crash)
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
