@@ -26,7 +26,7 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
     const int32_t one[1] = {last};
     session.forward(one, LogitsFor::Last, &logits);
   } else {
-    session.prefill(prompt, options.prefill_chunk, LogitsFor::Last, &logits, options.check);
+    session.prefill(prompt, options.prefill_chunk, LogitsFor::Last, &logits, options.check, options.prefill_report);
   }
   result.prefill_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
@@ -35,6 +35,7 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
     const int32_t token = sample_token(std::span<const float>(logits.data(), size_t(n_vocab)), options.sampling,
                                        session.n_past());
     result.tokens.push_back(token);
+    if (options.decode_report) options.decode_report(i + 1, options.max_new_tokens);
     const bool more = options.on_token ? options.on_token(token) : true;
     if (options.stop_at_eos && token == session.model().tokenizer().eos()) {
       result.stopped_at_eos = true;

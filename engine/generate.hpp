@@ -19,6 +19,8 @@ struct GenerateOptions {
   // Called with each new token; return false to stop after it.
   std::function<bool(int32_t token)> on_token;
   ProgressCheck check;  // between prefill chunks and decode steps
+  ProgressReport prefill_report;  // prompt tokens evaluated, of the prompt's
+  ProgressReport decode_report;   // tokens decoded, of max_new_tokens
 };
 
 struct GenerateResult {

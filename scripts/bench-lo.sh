@@ -7,13 +7,13 @@
 #   KVG_BENCH_LO_SIZES=1,16 scripts/bench-lo.sh   # sizes in MiB, quicker
 #
 # Needs build/cli/kvg (scripts/build.sh), the extension installable by
-# scripts/pg-cluster.sh, and the shared stories260K model
-# (../shared/models/stories260K.gguf, or KVG_MODEL=path).
+# scripts/pg-cluster.sh, and the stories260K model
+# (tests/data/models/stories260K.gguf, or KVG_MODEL=path).
 set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
 kvg=$repo/build/cli/kvg
-model=${KVG_MODEL:-$repo/../shared/models/stories260K.gguf}
+model=${KVG_MODEL:-$repo/tests/data/models/stories260K.gguf}
 [ -d "$repo/build" ] && cmake --build "$repo/build" --target kvg >/dev/null
 [ -x "$kvg" ] || { echo "no $kvg: run scripts/build.sh first" >&2; exit 1; }
 [ -f "$model" ] || { echo "no model at $model: set KVG_MODEL=/path/to/stories260K.gguf" >&2; exit 1; }

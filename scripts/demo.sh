@@ -1,39 +1,73 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: installs what is needed, builds the engine
 # and the extension, starts a private PostgreSQL cluster (as the postgres
-# user), configures a model and runs the capture → graft → generate demo.
+# user), and runs the capture → graft → generate → answer demo
+# (scripts/demo.sql) in the database kvg_demo, dropped and re-created on
+# every run. The cluster keeps running afterwards; the last lines say how to
+# connect to it and how to stop it.
 #
+#   scripts/demo.sh                                 # tests/data/models/stories260K.gguf
 #   KVG_MODEL=/path/to/model.gguf scripts/demo.sh   # any llama-family GGUF
-#   scripts/demo.sh                                 # ../shared/models/stories260K.gguf, else a synthetic model
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-"$repo/scripts/install-deps.sh"
-"$repo/scripts/build.sh" >/dev/null
+db=kvg_demo
+phases=6
+phase() { echo; echo "== [$1/$phases] $2"; }
 
-model=${KVG_MODEL:-}
-if [ -z "$model" ] && [ -f "$repo/../shared/models/stories260K.gguf" ]; then
-  model=$repo/../shared/models/stories260K.gguf
+# The model first: a wrong path should fail now, not after minutes of building.
+model=${KVG_MODEL:-$repo/tests/data/models/stories260K.gguf}
+if [ ! -f "$model" ] || [ ! -r "$model" ]; then
+  echo "demo: cannot read the model file '$model'." >&2
+  echo "KVG_MODEL must name a readable GGUF file, or leave it unset for tests/data/models/stories260K.gguf." >&2
+  exit 2
 fi
-if [ -z "$model" ]; then
-  echo "No model given. To use your own: KVG_MODEL=/path/to/model.gguf scripts/demo.sh"
-  echo "Running on a synthetic model (seeded random weights): its text is noise, its exactness is real."
-  model=$repo/build/demo-synth.gguf
-  "$repo/build/cli/kvg" synth --out "$model" --n-embd 128 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 384 \
-    --vocab 512 --type q8_0 --seed 1 >/dev/null
+if [ "$(head -c 4 "$model")" != GGUF ]; then
+  echo "demo: '$model' is not a GGUF file (it does not start with the bytes GGUF)." >&2
+  exit 2
 fi
 model=$(realpath "$model")
+echo "model: $model ($(stat -c %s "$model") bytes)"
 
+phase 1 "Debian packages (scripts/install-deps.sh installs only what is missing; apt can take minutes)"
+"$repo/scripts/install-deps.sh"
+echo "packages ready"
+
+phase 2 "Building the engine and the kvg command (scripts/build.sh kvg)"
+"$repo/scripts/build.sh" kvg
+
+phase 3 "Starting the private PostgreSQL cluster and installing the extension (scripts/pg-cluster.sh start)"
 "$repo/scripts/pg-cluster.sh" start
 source "$repo/scripts/pg-env.sh"
-if [ "$(id -u)" = 0 ] && ! as_postgres test -r "$model"; then
-  echo "the postgres user cannot read $model: make it (and its directories) readable" >&2
-  exit 1
+
+phase 4 "Making the model readable by the server"
+# The server (the postgres user, as root) reads the model itself. The default
+# model was copied where it can by pg-cluster.sh; a model of yours is used
+# where it is when the server can read it there, else copied next to it.
+if [ "$model" = "$repo/tests/data/models/stories260K.gguf" ]; then
+  server_model=$pg_files/models/stories260K.gguf
+elif as_postgres test -r "$model"; then
+  server_model=$model
+else
+  echo "the postgres user cannot read $model; copying it ($(du -h "$model" | cut -f1)) into $pg_files/models"
+  server_model=$(stage_for_server "$model" models)
 fi
+echo "kvg.model = '$server_model'"
+
+phase 5 "The demo (scripts/demo.sql) in a fresh database $db"
+PGOPTIONS='-c client_min_messages=warning' psql -X -q -d postgres \
+  -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 manifest=$repo/build/demo-manifest.json
-psql -X -q -d postgres -v model="$model" -v manifest="$manifest" -f "$repo/scripts/demo.sql"
-echo
-echo "== Manifest re-checked without the engine (scripts/kvg-manifest-check.py $manifest)"
+psql -X -q -d "$db" -v model="$server_model" -v manifest="$manifest" -f "$repo/scripts/demo.sql"
+
+phase 6 "The manifest re-checked without the engine (scripts/kvg-manifest-check.py)"
 python3 "$repo/scripts/kvg-manifest-check.py" "$manifest"
-echo
-echo "For the full flywheel table (both shared models, cold / solved / recurring / transfer): scripts/flywheel-demo.sh"
+
+cat <<EOF2
+
+The cluster is still running (data in $pg_data, log in $pg_run/server.log).
+  connect:     PGHOST=$pg_run PGPORT=$pg_port psql -U postgres -d $db
+  kvg command: $repo/build/cli/kvg   (e.g. $repo/build/cli/kvg generate --model $model --text 'Once upon a time' -n 32)
+  stop it:     KVG_PGPORT=$pg_port $repo/scripts/pg-cluster.sh stop
+More: scripts/flywheel-demo.sh (the flywheel table on both test models), scripts/test.sh (every test).
+EOF2

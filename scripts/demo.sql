@@ -1,11 +1,17 @@
 -- The main demo: capture verified knowledge once, prove the graft exact,
 -- generate from the graft and measure the time it saves, and check the
--- audit trail. Run by scripts/demo.sh with psql variables `model`.
+-- audit trail. Run by scripts/demo.sh, in a database it has just created,
+-- with the psql variables `model` (a GGUF path the server can read) and
+-- `manifest` (where to write the manifest).
 \set ON_ERROR_STOP on
 \pset footer off
 SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS kvg CASCADE;
 CREATE EXTENSION kvg;
+-- Generation stops after a number of tokens, which may end inside a word:
+-- the demo generates a few tokens more than it shows and cuts at the last
+-- whitespace, so that what is printed ends on a word boundary.
+CREATE FUNCTION pg_temp.whole_words(t text) RETURNS text LANGUAGE sql IMMUTABLE
+  AS $$ SELECT CASE WHEN t ~ '\s\S' THEN regexp_replace(t, '\s+\S*$', '') ELSE t END $$;
 SELECT set_config('kvg.model', :'model', false) IS NOT NULL AS model_configured \gset
 SET kvg.threads = 2;
 
@@ -15,17 +21,41 @@ SELECT info->>'architecture' AS architecture, info->>'n_layer' AS layers, info->
        info->>'recipe' AS recipe, left(info->>'fingerprint', 16) || '…' AS fingerprint
 FROM kvg_model_info() AS info;
 
--- A long piece of "verified knowledge": a story told several times, so the
--- prefix is long enough for the time saved to show.
-SELECT string_agg(format('Once upon a time, there was a little girl named Lily. She had a red ball and a '
-                         'small dog named Max. Every day they played in the park near the big tree. (%s)', i),
-                  ' ')
-       AS knowledge
-FROM generate_series(1, 24) AS i \gset
-
 \echo
 \echo == Capture: prefill the knowledge once and store its KV as a large object keyed by SHA-256
-SELECT kvg_capture(:'knowledge') AS artifact \gset
+-- A long piece of "verified knowledge": a story told several times, so that
+-- the prefix is long enough for the time saved to show; 24 times, or as many
+-- as fit in the model's context with room for a question and 32 generated
+-- tokens (a capture that does not fit is rolled back with its large object).
+CREATE TEMP TABLE knowledge (story text, artifact text);
+DO $$
+DECLARE
+  n_ctx int := (kvg_model_info()->>'n_ctx')::int;
+  times int := 24;
+  story text;
+  sha text;
+BEGIN
+  LOOP
+    SELECT string_agg(format('Once upon a time, there was a little girl named Lily. She had a red ball and a '
+                             'small dog named Max. Every day they played in the park near the big tree. (%s)', i), ' ')
+      INTO story FROM generate_series(1, times) AS i;
+    BEGIN
+      sha := kvg_capture(story);
+      IF (SELECT n_tokens FROM kvg.artifacts WHERE sha256 = sha) + 64 > n_ctx THEN
+        RAISE EXCEPTION 'no room after the knowledge' USING ERRCODE = 'program_limit_exceeded';
+      END IF;
+      INSERT INTO knowledge VALUES (story, sha);
+      RETURN;
+    EXCEPTION WHEN program_limit_exceeded THEN
+      IF times = 1 THEN
+        RAISE;
+      END IF;
+      times := times / 2;
+    END;
+  END LOOP;
+END
+$$;
+SELECT story AS knowledge, artifact FROM knowledge \gset
 SELECT left(sha256, 16) || '…' AS artifact, n_tokens, bytes, recipe FROM kvg.artifacts WHERE sha256 = :'artifact';
 
 \echo
@@ -49,15 +79,15 @@ BEGIN
   -- so that this run really recomputes everything.
   PERFORM set_config('kvg.prefix_reuse', 'off', true);
   started := clock_timestamp();
-  out := kvg_generate(knowledge || ' One day, Lily', 24);
+  out := kvg_generate(knowledge || ' One day, Lily', 32);
   PERFORM set_config('kvg.prefix_reuse', 'on', true);
   INSERT INTO runs VALUES ('cold', out, extract(epoch FROM clock_timestamp() - started) * 1000);
   started := clock_timestamp();
-  out := kvg_generate(' One day, Lily', 24, artifact => artifact);
+  out := kvg_generate(' One day, Lily', 32, artifact => artifact);
   INSERT INTO runs VALUES ('grafted', out, extract(epoch FROM clock_timestamp() - started) * 1000);
 END
 $$;
-SELECT mode, round(ms::numeric, 1) AS ms, output FROM runs;
+SELECT mode, round(ms::numeric, 1) AS ms, pg_temp.whole_words(output) AS output FROM runs;
 SELECT (SELECT output FROM runs WHERE mode = 'cold') = (SELECT output FROM runs WHERE mode = 'grafted')
          AS identical_output,
        round(((SELECT ms FROM runs WHERE mode = 'cold') / (SELECT ms FROM runs WHERE mode = 'grafted'))::numeric, 1)
@@ -69,20 +99,21 @@ SET kvg.knowledge_template = E'{solution}\n{question}';
 SELECT kvg_learn('Zoe wore her',
                  'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.',
                  'pink') AS knowledge_id;
-SELECT answer, mode, verified, tokens_grafted AS grafted, tokens_prefilled AS prefilled, tokens_decoded AS decoded
-FROM kvg_answer_detail('Zoe wore her', 8)
-UNION ALL
-SELECT answer, mode, verified, tokens_grafted, tokens_prefilled, tokens_decoded FROM kvg_answer_detail('Zoe had a', 8)
-UNION ALL
-SELECT answer, mode, verified, tokens_grafted, tokens_prefilled, tokens_decoded
-FROM kvg_answer_detail('The sky above the old mill was', 8);
+-- An answer is one line; one that ran out of tokens is cut to whole words.
+SELECT question, CASE WHEN a.tokens_decoded < 12 THEN a.answer ELSE pg_temp.whole_words(a.answer) END AS answer,
+       a.mode, a.verified, a.tokens_grafted AS grafted, a.tokens_prefilled AS prefilled, a.tokens_decoded AS decoded
+FROM unnest(ARRAY['Zoe wore her', 'Zoe had a', 'The sky above the old mill was']) WITH ORDINALITY AS q(question, n),
+     LATERAL kvg_answer_detail(q.question, 12) AS a
+ORDER BY q.n;
+\echo verified: true or false when a recurring answer was checked by its stored verifier (here: does it contain the word pink);
+\echo NULL for transfer and cold answers, which no stored verifier covers (unchecked, not wrong).
 SELECT * FROM kvg.stats;
 
 \echo
-\echo == Audit: one hash-chained row per engine call, in the same transaction as the call
-SELECT id, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
-       left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out
-FROM kvg.audit ORDER BY id;
+\echo == Audit: one hash-chained row per engine call, written in the call's transaction, linked at its commit
+SELECT seq, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
+       left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out, kv_proven
+FROM kvg.audit ORDER BY seq;
 SELECT kvg_audit_verify() IS NULL AS audit_chain_verifies, kvg_artifact_verify(:'artifact') AS artifact_verifies;
 
 -- A manifest a third party can re-check without the engine or the database.

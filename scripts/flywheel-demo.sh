@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The knowledge flywheel measured on the shared TinyStories models: for each
+# The knowledge flywheel measured on the vendored TinyStories models: for each
 # model and each prompt layout, a fresh database runs scripts/flywheel-demo.sql
 # (twelve story facts asked cold, solved, learned, asked again, asked with
 # reuse off, and related questions) and prints its tables.
 #
 #   scripts/flywheel-demo.sh [MODEL.gguf ...]
 #
-# Default models: ../shared/models/stories260K.gguf and
-# TinyStories-656K-Q8_0.gguf. Layouts: "story" (kvg.knowledge_template =
+# Default models: tests/data/models/stories260K.gguf and
+# TinyStories-656K-Q8_0.gguf (copied where the server reads them). Layouts: "story" (kvg.knowledge_template =
 # '{solution}\n{question}', questions are sentences to complete, the form these
 # models were trained on) and "qa" (the default template, questions and an
 # "Answer:" cue). Needs the private cluster (scripts/pg-cluster.sh, started here).
@@ -15,16 +15,12 @@ set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
 
-shared=$(cd "$repo/.." && pwd)/shared/models
-models=("$@")
-if [ ${#models[@]} -eq 0 ]; then
-  for m in stories260K.gguf TinyStories-656K-Q8_0.gguf; do
-    [ -f "$shared/$m" ] && models+=("$shared/$m")
-  done
-fi
-[ ${#models[@]} -gt 0 ] || { echo "no model: pass a GGUF file" >&2; exit 1; }
-
 "$repo/scripts/pg-cluster.sh" start >/dev/null
+models=()
+for m in "$@"; do models+=("$(stage_for_server "$(realpath "$m")" models)"); done  # the server reads them
+if [ ${#models[@]} -eq 0 ]; then
+  models=("$pg_files/models/stories260K.gguf" "$pg_files/models/TinyStories-656K-Q8_0.gguf")
+fi
 db=kvg_flywheel_demo
 for model in "${models[@]}"; do
   for layout in story qa; do

@@ -11,7 +11,7 @@
 #      one table: prefill and decode tokens/s on CPU and GPU, and graft
 #      versus recompute time, with the exactness of each.
 #
-# Environment: KVG_SHARED (the shared test models, default ../shared),
+# Environment: KVG_TEST_DATA (the test models, default tests/data),
 # KVG_GPU_BUILD (build directory, default build-gpu), JOBS (default nproc),
 # KVG_BENCH_PROMPT (prompt tokens for the table, default 256).
 # Budget: about 1-2 minutes of build on 16 cores, well under 8 minutes total.
@@ -19,7 +19,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${KVG_GPU_BUILD:-$repo/build-gpu}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-export KVG_SHARED=${KVG_SHARED:-$repo/../shared}
+export KVG_TEST_DATA=${KVG_TEST_DATA:-$repo/tests/data}
 start=$SECONDS
 stage() { echo; echo "== $* (at $((SECONDS - start)) s)"; }
 
@@ -36,7 +36,7 @@ stage "build kvg_test_cuda and kvg with -j$jobs"
 timeout 300 cmake --build "$build" -j "$jobs" --target kvg_test_cuda kvg
 
 stage "CUDA tests"
-[ -d "$KVG_SHARED/models" ] || echo "warning: no shared models under $KVG_SHARED: the shared-model tests will skip"
+[ -d "$KVG_TEST_DATA/models" ] || echo "warning: no models under $KVG_TEST_DATA: the model tests will skip"
 log=$build/gpu-tests.log
 set +e
 timeout 300 "$build/tests/kvg_test_cuda" 2>&1 | tee "$log"

@@ -17,5 +17,9 @@ done
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
 echo "installing: ${missing[*]}"
+echo "apt-get update"
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# One line per package set up, rather than minutes of silence or apt's noise.
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" |
+  sed -un 's/^Setting up \([^ ]*\) .*/  set up \1/p'
+echo "installed: ${missing[*]}"

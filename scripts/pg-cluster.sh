@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# A private PostgreSQL cluster for developing and testing kvg: data in
-# <repo>/.pgdata, Unix socket only (no TCP), in <repo>/.pgrun, port 55432
-# (override with KVG_PGPORT). Every command is idempotent.
+# A private PostgreSQL cluster for developing and testing kvg: Unix socket
+# only (no TCP), port 55432 (override with KVG_PGPORT), data in <repo>/.pgdata
+# and socket, log and server-readable files in <repo>/.pgrun (or, as root when
+# the postgres user cannot reach the checkout, in /var/tmp/kvg-pg-<hash>: see
+# scripts/pg-env.sh). Every command is idempotent.
 #
-#   scripts/pg-cluster.sh start        initdb if needed, install kvg, start
+#   scripts/pg-cluster.sh start        initdb if needed, install kvg, start,
+#                                      copy the test models where the server reads them
 #   scripts/pg-cluster.sh stop
 #   scripts/pg-cluster.sh status
 #   scripts/pg-cluster.sh psql [ARGS]  psql as postgres (database postgres by default)
 set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 
-# As root the server runs as postgres, which must reach the repository (for
-# the fixture files the tests read server-side) and own the cluster.
+# As root the server runs as postgres, which must own the cluster. No
+# directory outside the cluster's own has its permissions changed.
 prepare_dirs() {
-  mkdir -p "$pg_data" "$pg_run"
-  if [ "$(id -u)" = 0 ]; then
-    chown postgres: "$pg_data" "$pg_run"
-    chmod 700 "$pg_data"
-    local dir=$repo
-    while [ "$dir" != / ]; do
-      as_postgres test -x "$dir" || chmod o+x "$dir"
-      dir=$(dirname "$dir")
-    done
+  if [ "$pg_home" != "$repo" ]; then
+    mkdir -p -m 755 "$pg_home"
+    if [ "$(stat -c %u "$pg_home")" != 0 ]; then
+      echo "$pg_home is not owned by root: remove it and retry" >&2
+      exit 1
+    fi
   fi
+  mkdir -p "$pg_data" "$pg_run" "$pg_files"
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres: "$pg_data" "$pg_run" "$pg_files"
+    chmod 755 "$pg_run"
+  fi
+  chmod 700 "$pg_data"
+}
+
+# The test models, where the server can read them ($pg_files/models).
+stage_models() {
+  local m
+  for m in "${KVG_TEST_DATA:-$repo/tests/data}"/models/*.gguf; do
+    if [ -f "$m" ]; then stage_for_server "$m" models >/dev/null; fi
+  done
+}
+
+# make install, with one line per compiled file instead of silence (the
+# first run compiles extension/src/*.cpp and takes minutes on a small machine).
+install_extension() {
+  echo "installing the kvg extension (make -f Makefile.pgxs install into $(pg_config --pkglibdir))"
+  make -C "$repo" -f Makefile.pgxs -j "$(nproc 2>/dev/null || echo 2)" install |
+    sed -un 's|.* -c -o \(extension/src/[^ ]*\)\.o .*|  compiling \1.cpp|p'
 }
 
 initdb_once() {
@@ -48,9 +70,10 @@ case "${1:-}" in
   start)
     prepare_dirs
     initdb_once
-    make -s -C "$repo" -f Makefile.pgxs install >/dev/null
+    install_extension
+    stage_models
     if ! running; then
-      as_postgres "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_run/server.log" -w start >/dev/null
+      as_postgres "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_run/server.log" -o "-p $pg_port" -w start >/dev/null
     fi
     echo "kvg cluster running: PGHOST=$pg_run PGPORT=$pg_port PGUSER=postgres"
     ;;

@@ -7,7 +7,7 @@ SET kvg.device = 'cpu';
 -- Explicit artifacts only: automatic prefix reuse would graft the captures
 -- below into the "recompute" side of every comparison (flywheel.sql tests it).
 SET kvg.prefix_reuse = off;
-\getenv shared KVG_SHARED
+\getenv data KVG_TEST_DATA
 \getenv fixtures KVG_FIXTURES
 
 -- No model yet: 22023. A path that does not exist: 42704.
@@ -16,7 +16,7 @@ SELECT kvg_model_info();
 SET kvg.model = '/nonexistent/model.gguf';
 SELECT kvg_generate('Once upon a time', 8);
 \echo :LAST_ERROR_SQLSTATE
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
 
 SELECT info->>'architecture' AS architecture, info->>'fingerprint' AS fingerprint, info->'n_layer' AS n_layer,
        info->'n_vocab' AS n_vocab, info->>'recipe' AS recipe, info->>'device' AS device, info->'threads' AS threads

@@ -6,8 +6,8 @@
 -- model is tiny: most answers are wrong, and `verified` says which are not.
 SET search_path = kvg, public;
 SET kvg.device = 'cpu';
-\getenv shared KVG_SHARED
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
+\getenv data KVG_TEST_DATA
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
 -- Earlier tests of this database left audit rows and artifacts behind.
 SELECT coalesce(max(id), 0) AS audit_start, coalesce(max(seq), 0) AS seq_start FROM audit \gset
 CREATE FUNCTION pg_temp.stored() RETURNS text LANGUAGE sql AS $$
@@ -188,7 +188,7 @@ ORDER BY n;
 \c
 SET search_path = kvg, public;
 SET kvg.device = 'cpu';
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
 SELECT kvg_answer('What colour was Lily''s ball?', 8) = :'first_answer' AS same_in_new_session;
 
 -- Cancellation (statement_timeout) stops an answer with the usual error.

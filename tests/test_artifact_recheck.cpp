@@ -16,7 +16,7 @@
 #include "engine/prompt.hpp"
 #include "engine/synth_model.hpp"
 #include "tests/memory_artifacts.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {

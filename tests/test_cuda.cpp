@@ -38,7 +38,7 @@
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
 #include "tests/memory_artifacts.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 #ifdef KVG_HAVE_CUDA
 #include "kernels/cuda/attention.hpp"
@@ -693,15 +693,15 @@ class CudaOnSharedModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaOnSharedModel, LogitsHashAndKvEqualCpuForEveryChunking) {
   KVG_REQUIRE_GPU();
-  KVG_REQUIRE_SHARED(GetParam());
-  auto model = Model::load(test::shared_path(GetParam()));
+  KVG_REQUIRE_TEST_DATA(GetParam());
+  auto model = Model::load(test::data_path(GetParam()));
   expect_gpu_equals_cpu(model, prompt_for(*model, 70), GetParam());
 }
 
 TEST_P(CudaOnSharedModel, GreedyDecodeEqualsCpu) {
   KVG_REQUIRE_GPU();
-  KVG_REQUIRE_SHARED(GetParam());
-  auto model = Model::load(test::shared_path(GetParam()));
+  KVG_REQUIRE_TEST_DATA(GetParam());
+  auto model = Model::load(test::data_path(GetParam()));
   Session cpu(model, EngineOptions{});
   CudaForward gpu(model, cpu.max_context());
   KvCache cache(model->config().n_layer, model->config().kv_row_floats(), cpu.max_context());
@@ -750,8 +750,8 @@ class CudaGraft : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     std::string why;
     if (!cuda_device_available(&why)) GTEST_SKIP() << "no GPU: " << why;
-    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam() << " (set KVG_SHARED)";
-    model_ = Model::load(test::shared_path(GetParam()));
+    KVG_REQUIRE_TEST_DATA(GetParam());
+    model_ = Model::load(test::data_path(GetParam()));
     tokens_ = prompt_for(*model_, 75, 104729);
   }
   std::shared_ptr<const Model> model_;
@@ -844,10 +844,10 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaGraft, ::testing::Values(test::kStories260K
 
 TEST(CudaSession, PrefillChunksAndGraftCheckAreExactOnCuda) {
   KVG_REQUIRE_GPU();
-  KVG_REQUIRE_SHARED(test::kTinyStories656K);
+  KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
   EngineOptions on_gpu;
   KVG_REQUIRE_DEVICE_OPTION(on_gpu, "cuda");
-  auto model = Model::load(test::shared_path(test::kTinyStories656K));
+  auto model = Model::load(test::data_path(test::kTinyStories656K));
   const auto tokens = prompt_for(*model, 75, 104729);
   std::vector<float> cpu_logits;
   Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &cpu_logits);

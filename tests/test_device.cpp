@@ -6,7 +6,7 @@
 #include "engine/device.hpp"
 #include "engine/session.hpp"
 #include "engine/synth_model.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {

@@ -17,7 +17,7 @@
 #include "engine/prefix_search.hpp"
 #include "engine/prompt.hpp"
 #include "storage/artifact_format.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -107,8 +107,8 @@ TEST(KnowledgeSegments, TwoContextsAreSeparatedAtTheStartOfTheSecond) {
 class StoriesModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    KVG_REQUIRE_SHARED(test::kStories260K);
-    model_ = Model::load(test::shared_path(test::kStories260K));
+    KVG_REQUIRE_TEST_DATA(test::kStories260K);
+    model_ = Model::load(test::data_path(test::kStories260K));
   }
   const Tokenizer& tok() const { return model_->tokenizer(); }
   std::shared_ptr<const Model> model_;

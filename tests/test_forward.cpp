@@ -1,4 +1,4 @@
-// The forward pass: reference behaviour of the shared models, agreement with
+// The forward pass: reference behaviour of the test models (tests/data), agreement with
 // an independent double-precision implementation, bitwise invariance across
 // chunking, threads and ISA, and pinned golden hashes.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "engine/synth_model.hpp"
 #include "storage/sha256.hpp"
 #include "tests/reference_forward.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -57,8 +57,8 @@ std::vector<int32_t> greedy(std::shared_ptr<const Model> model, int n) {
 }
 
 TEST(Forward, Stories260KGreedyMatchesReference) {
-  KVG_REQUIRE_SHARED(test::kStories260K);
-  auto model = Model::load(test::shared_path(test::kStories260K));
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto model = Model::load(test::data_path(test::kStories260K));
   const auto ids = greedy(model, 60);
   const std::vector<int32_t> expected_start = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 10), expected_start);
@@ -68,8 +68,8 @@ TEST(Forward, Stories260KGreedyMatchesReference) {
 }
 
 TEST(Forward, TinyStories656KGreedyMatchesReference) {
-  KVG_REQUIRE_SHARED(test::kTinyStories656K);
-  auto model = Model::load(test::shared_path(test::kTinyStories656K));
+  KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
+  auto model = Model::load(test::data_path(test::kTinyStories656K));
   const auto ids = greedy(model, 60);
   const std::vector<int32_t> expected_start = {147, 201, 282, 215, 286, 598, 1662, 356, 499, 826};
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 10), expected_start);
@@ -85,8 +85,8 @@ TEST(Forward, TinyStories656KGreedyMatchesReference) {
 class SharedModel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam();
-    model_ = Model::load(test::shared_path(GetParam()));
+    KVG_REQUIRE_TEST_DATA(GetParam());
+    model_ = Model::load(test::data_path(GetParam()));
   }
   std::shared_ptr<const Model> model_;
 };
@@ -145,8 +145,8 @@ TEST(Forward, GoldenLogitsHashes) {
       {test::kTinyStories656K, "19011a5190dc41ad46140d0e027be24351cfd324e1457d29ee749bfe82dc564e"},
   };
   for (const Golden& g : goldens) {
-    if (!test::has_shared(g.model)) GTEST_SKIP() << "missing shared file " << g.model;
-    auto model = Model::load(test::shared_path(g.model));
+    KVG_REQUIRE_TEST_DATA(g.model);
+    auto model = Model::load(test::data_path(g.model));
     EXPECT_EQ(hash_of(logits_of(model, prompt_for(*model, 40), 0, 1, default_isa())), g.sha256) << g.model;
   }
 }
@@ -190,8 +190,8 @@ TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
 }
 
 TEST(Forward, RejectsOutOfVocabularyAndOverlongPrompts) {
-  KVG_REQUIRE_SHARED(test::kStories260K);
-  auto model = Model::load(test::shared_path(test::kStories260K));
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto model = Model::load(test::data_path(test::kStories260K));
   EngineOptions options;
   options.max_context = 8;
   Session session(model, options);
@@ -223,8 +223,8 @@ namespace {
 // is refused before it is allocated, with the bytes it needs in the message,
 // and the session stays usable within the bound.
 TEST(Forward, KvMemoryBoundRefusesBeforeAllocating) {
-  KVG_REQUIRE_SHARED(test::kStories260K);
-  auto model = Model::load(test::shared_path(test::kStories260K));
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto model = Model::load(test::data_path(test::kStories260K));
   const int64_t per_position = 2 * int64_t(model->config().n_layer) * model->config().kv_row_floats() * 4;
   EngineOptions options;
   options.max_kv_bytes = 10 * per_position;  // room for 10 positions

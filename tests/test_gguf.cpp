@@ -14,7 +14,7 @@
 #include "engine/gguf/gguf_writer.hpp"
 #include "engine/synth_model.hpp"
 #include "kernels/cpu/float16.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -93,11 +93,11 @@ Writer small_writer() {
 
 std::vector<uint8_t> small_file(Layout* layout) { return small_writer().serialize(layout); }
 
-// ---------------------------------------------------------------- shared models
+// ---------------------------------------------------------------- test models
 
 TEST(GgufShared, Stories260K) {
-  KVG_REQUIRE_SHARED(test::kStories260K);
-  auto f = File::open(test::shared_path(test::kStories260K));
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto f = File::open(test::data_path(test::kStories260K));
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
   EXPECT_EQ(f->bytes().size(), 1185376u);
@@ -183,8 +183,8 @@ TEST(GgufShared, Stories260K) {
 }
 
 TEST(GgufShared, TinyStories656K) {
-  KVG_REQUIRE_SHARED(test::kTinyStories656K);
-  auto f = File::open(test::shared_path(test::kTinyStories656K));
+  KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
+  auto f = File::open(test::data_path(test::kTinyStories656K));
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
   EXPECT_EQ(f->bytes().size(), 749728u);
@@ -265,8 +265,8 @@ TEST(GgufShared, TinyStories656K) {
 
 TEST(GgufShared, VocabularyOnly) {
   const char* rel = "tokenizer-vectors/ggml-vocab-llama-spm.gguf";
-  KVG_REQUIRE_SHARED(rel);
-  auto f = File::open(test::shared_path(rel));
+  KVG_REQUIRE_TEST_DATA(rel);
+  auto f = File::open(test::data_path(rel));
   EXPECT_EQ(f->version(), 3u);
   EXPECT_TRUE(f->tensors().empty());
   EXPECT_EQ(f->metadata().size(), 22u);

@@ -12,7 +12,7 @@
 #include "engine/synth_model.hpp"
 #include "storage/artifact_format.hpp"
 #include "tests/memory_artifacts.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -39,8 +39,8 @@ std::vector<int32_t> story_tokens(const Model& model, size_t n) {
 class GraftOnModel : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!test::has_shared(GetParam())) GTEST_SKIP() << "missing shared file " << GetParam();
-    model_ = Model::load(test::shared_path(GetParam()));
+    KVG_REQUIRE_TEST_DATA(GetParam());
+    model_ = Model::load(test::data_path(GetParam()));
   }
   std::shared_ptr<const Model> model_;
   test::MemoryArtifacts store_;
@@ -101,8 +101,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GraftOnModel, ::testing::Values(test::kStories2
 class GraftRefusal : public ::testing::Test {
  protected:
   void SetUp() override {
-    KVG_REQUIRE_SHARED(test::kStories260K);
-    model_ = Model::load(test::shared_path(test::kStories260K));
+    KVG_REQUIRE_TEST_DATA(test::kStories260K);
+    model_ = Model::load(test::data_path(test::kStories260K));
     tokens_ = story_tokens(*model_, 30);
     root_ = capture_prefix(store_, model_, tokens_, 0, 12, std::nullopt);
     leaf_ = capture_prefix(store_, model_, tokens_, 12, 20, root_);

@@ -8,7 +8,7 @@
 #include "cli/progress.hpp"
 #include "engine/session.hpp"
 #include "engine/synth_model.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg::cli {
 namespace {

@@ -1,6 +1,6 @@
 // The SentencePiece-style ("llama") tokenizer: the merge algorithm on small
 // hand-made vocabularies, llama.cpp's reference vectors on the 32k Llama
-// vocabulary, round trips, and the vocabularies of both shared models.
+// vocabulary, round trips, and the vocabularies of both test models.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/gguf/gguf_writer.hpp"
 #include "engine/tokenizer.hpp"
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 namespace kvg {
 namespace {
@@ -62,7 +62,7 @@ std::string slurp(const std::string& path) {
 }
 
 Tokenizer load(const std::string& relative) {
-  const auto file = gguf::File::open(test::shared_path(relative));
+  const auto file = gguf::File::open(test::data_path(relative));
   return Tokenizer::from_gguf(*file);
 }
 
@@ -461,8 +461,8 @@ struct VectorCase {
 // string "\n"). The .out file has one line per string: " id id ...", empty for
 // the empty string. This is how llama.cpp's test-tokenizer-0 reads them.
 std::vector<VectorCase> read_vectors() {
-  std::string inp = slurp(test::shared_path(kLlamaSpmInp));
-  const std::string out = slurp(test::shared_path(kLlamaSpmOut));
+  std::string inp = slurp(test::data_path(kLlamaSpmInp));
+  const std::string out = slurp(test::data_path(kLlamaSpmOut));
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<VectorCase> cases;
   size_t at = 0;
@@ -482,9 +482,9 @@ std::vector<VectorCase> read_vectors() {
 }
 
 TEST(TokenizerLlamaSpm, ReproducesEveryReferenceVector) {
-  KVG_REQUIRE_SHARED(kLlamaSpm);
-  KVG_REQUIRE_SHARED(kLlamaSpmInp);
-  KVG_REQUIRE_SHARED(kLlamaSpmOut);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpm);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmInp);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmOut);
   const Tokenizer& tok = llama_spm();
   ASSERT_EQ(tok.size(), 32000u);
   const std::vector<VectorCase> cases = read_vectors();
@@ -508,9 +508,9 @@ TEST(TokenizerLlamaSpm, ReproducesEveryReferenceVector) {
 // fallback, and invalid UTF-8 (SentencePiece decodes it as U+FFFD; we keep
 // the raw bytes). None of the reference strings has any of these.
 TEST(TokenizerLlamaSpm, ReferenceStringsRoundTrip) {
-  KVG_REQUIRE_SHARED(kLlamaSpm);
-  KVG_REQUIRE_SHARED(kLlamaSpmInp);
-  KVG_REQUIRE_SHARED(kLlamaSpmOut);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpm);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmInp);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmOut);
   const Tokenizer& tok = llama_spm();
   const std::vector<VectorCase> cases = read_vectors();
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -554,7 +554,7 @@ std::string random_utf8(std::mt19937& rng, size_t chars, bool ascii_only) {
 }
 
 TEST(TokenizerLlamaSpm, RandomTextRoundTrips) {
-  KVG_REQUIRE_SHARED(kLlamaSpm);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpm);
   const Tokenizer& tok = llama_spm();
   std::mt19937 rng(20240611);
   std::uniform_int_distribution<size_t> length(0, 80);
@@ -578,9 +578,9 @@ TEST(TokenizerLlamaSpm, RandomTextRoundTrips) {
 // rescanning for the best pair after every merge (quadratic) would take
 // minutes. Runs of one character are the worst case for stale queue entries.
 TEST(TokenizerLlamaSpm, LongTextEncodesAndRoundTrips) {
-  KVG_REQUIRE_SHARED(kLlamaSpm);
-  KVG_REQUIRE_SHARED(kLlamaSpmInp);
-  KVG_REQUIRE_SHARED(kLlamaSpmOut);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpm);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmInp);
+  KVG_REQUIRE_TEST_DATA(kLlamaSpmOut);
   const Tokenizer& tok = llama_spm();
   const std::vector<VectorCase> cases = read_vectors();
   std::mt19937 rng(7);
@@ -603,10 +603,10 @@ TEST(TokenizerLlamaSpm, LongTextEncodesAndRoundTrips) {
   EXPECT_EQ(tok.encode(std::string(200000, '3')).size(), 200001u);
 }
 
-// ------------------------------------------------------ the shared models
+// ------------------------------------------------------ the test models
 
 TEST(TokenizerModels, Stories260K) {
-  KVG_REQUIRE_SHARED(test::kStories260K);
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
   const Tokenizer tok = load(test::kStories260K);
   ASSERT_EQ(tok.size(), 512u);
   EXPECT_EQ(tok.bos(), 1);
@@ -636,7 +636,7 @@ TEST(TokenizerModels, Stories260K) {
 }
 
 TEST(TokenizerModels, TinyStories656K) {
-  KVG_REQUIRE_SHARED(test::kTinyStories656K);
+  KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
   const Tokenizer tok = load(test::kTinyStories656K);
   ASSERT_EQ(tok.size(), 2048u);
   EXPECT_EQ(tok.bos(), 1);

@@ -118,7 +118,7 @@ KVG_SQL_FUNCTION(kvg_export) {
 // kvg_artifact_verify(sha256 text) returns bool: re-reads the large object,
 // re-hashes it, re-validates header and trailer and compares the catalog row.
 // false (with a NOTICE saying why) for damaged content; an unknown hash is an
-// error, not false.
+// error, not false. Intact but untrusted content is true with a NOTICE.
 KVG_SQL_FUNCTION(kvg_artifact_verify) {
   const Digest id = digest_arg(fcinfo, 0, "sha256");
   Spi spi;
@@ -138,7 +138,13 @@ KVG_SQL_FUNCTION(kvg_artifact_verify) {
     if (e.code() != ErrorCode::Corrupt && e.code() != ErrorCode::Unsupported) throw;
     problem = e.what();
   }
-  if (problem.empty()) PG_RETURN_BOOL(true);
+  if (problem.empty()) {
+    // Intact bytes say nothing of who computed them (docs/security.md).
+    if (!trusted(row.provenance))
+      notice("artifact " + to_hex(id) + " is intact, but its provenance is " + provenance_name(row.provenance) +
+             ": its KV is not known to be what this engine computes for its tokens");
+    PG_RETURN_BOOL(true);
+  }
   notice(problem);
   PG_RETURN_BOOL(false);
 }

@@ -1,6 +1,7 @@
 #include "extension/src/engine_call.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 #include "common/error.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -23,6 +24,24 @@ AuditRecord EngineCall::audit(const char* operation) const {
 std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model& model, const char* name) {
   check_prompt_bytes(model, arg_bytes(fcinfo, n), name);
   return text_arg(fcinfo, n);
+}
+
+ProgressReport progress_notices(const char* what) {
+  const int interval_ms = settings::progress_notice_ms();
+  if (interval_ms <= 0) return {};
+  const auto began = std::chrono::steady_clock::now();
+  auto last = began;
+  return [what = std::string(what), interval_ms, began, last](int64_t done, int64_t total) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    if (done == 0 || now - last < std::chrono::milliseconds(interval_ms)) return;
+    last = now;
+    const double seconds = std::chrono::duration<double>(now - began).count();
+    const double rate = seconds > 0 ? double(done) / seconds : 0;
+    char detail[128];
+    std::snprintf(detail, sizeof(detail), "%.0f tokens/s, about %.1f s left", rate,
+                  rate > 0 ? double(total - done) / rate : 0.0);
+    notice("kvg " + what + " " + std::to_string(done) + " of " + std::to_string(total) + " tokens", detail);
+  };
 }
 
 void check_max_tokens(int64_t max_tokens) {

@@ -45,6 +45,12 @@ struct EngineCall {
 // (engine/prompt.hpp, docs/security.md).
 std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model& model, const char* name);
 
+// Progress of long work as NOTICEs when kvg.progress_notices is set, at most
+// one per that interval: "kvg <what>: <done> of <total> tokens" with the rate
+// and the time left as DETAIL. An empty function otherwise. (Without
+// shared_preload_libraries an extension cannot add a pg_stat_progress_* view.)
+ProgressReport progress_notices(const char* what);
+
 // Refuses a decode budget outside 1 .. kvg.max_new_tokens (22023 / 54000).
 void check_max_tokens(int64_t max_tokens);
 

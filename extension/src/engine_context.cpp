@@ -57,11 +57,7 @@ EngineOptions current_engine_options() {
   options.threads = settings::threads();
   options.max_kv_bytes = settings::max_kv_bytes();
   options.kv_limit_name = "kvg.max_kv_memory";
-  switch (settings::device()) {
-    case settings::Device::Cpu: options.device = Device::Cpu; break;
-    case settings::Device::Cuda: options.device = Device::Cuda; break;
-    case settings::Device::Auto: options.device = Device::Auto; break;
-  }
+  options.device = settings::device();
   return options;
 }
 

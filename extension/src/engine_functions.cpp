@@ -84,7 +84,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
     throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
   const auto began = std::chrono::steady_clock::now();
   session.prefill(std::span<const int32_t>(prompt).subspan(size_t(from)), kPrefillChunk, LogitsFor::None, nullptr,
-                  kCheckInterrupts);
+                  kCheckInterrupts, progress_notices("capture: prefilled"));
   const int64_t prefill_us = micros_since(began);
 
   const int64_t end = session.n_past();
@@ -141,6 +141,8 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
   options.sampling.seed = seed;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
+  options.prefill_report = progress_notices("generate: prefilled");
+  options.decode_report = progress_notices("generate: decoded");
   const GenerateResult result =
       generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
   const std::string output = call.model->tokenizer().decode(result.tokens);

@@ -22,6 +22,8 @@
 //                      are stored side by side and never mistaken for each
 //                      other. Checked when set, so a broken template fails at
 //                      SET rather than at the next answer.
+//  kvg.progress_notices  any user: how often long work of the caller's own
+//                      calls reports its progress to the caller.
 //  kvg.prefix_reuse    any user: grafting is exact, so it changes speed only
 //                      (which is why the tests can compare it on and off).
 //  kvg.transfer_min_similarity, kvg.transfer_max_entries
@@ -54,6 +56,7 @@ int import_quota_kb_value = 10 << 20;   // 10 GB
 int max_kv_memory_kb_value = 1 << 20;  // 1 GB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
+int progress_notice_ms_value = 0;
 char* knowledge_template_value = nullptr;
 bool prefix_reuse_value = true;
 double transfer_min_similarity_value = 0.5;
@@ -82,9 +85,9 @@ bool check_knowledge_template(char** newval, void**, GucSource) {
 }
 
 const struct config_enum_entry device_options[] = {
-    {"cpu", static_cast<int>(Device::Cpu), false},
-    {"cuda", static_cast<int>(Device::Cuda), false},
-    {"auto", static_cast<int>(Device::Auto), false},
+    {device_name(Device::Cpu), static_cast<int>(Device::Cpu), false},
+    {device_name(Device::Cuda), static_cast<int>(Device::Cuda), false},
+    {device_name(Device::Auto), static_cast<int>(Device::Auto), false},
     {nullptr, 0, false},
 };
 
@@ -112,6 +115,10 @@ void define() {
                            nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_new_tokens", "Hard cap on the tokens one kvg call generates.", nullptr,
                           &max_new_tokens_value, 256, 1, 1 << 20, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.progress_notices",
+                          "Report long kvg work (prefill, decoding) as NOTICEs, at most one per this interval.",
+                          "0 (the default) sends none.", &progress_notice_ms_value, 0, 0, INT_MAX, PGC_USERSET,
+                          GUC_UNIT_MS, nullptr, nullptr, nullptr);
   DefineCustomStringVariable("kvg.knowledge_template",
                              "How a knowledge prompt is laid out: {solution}, then {question}, then the answer cue.",
                              "kvg_learn, kvg_solve and kvg_answer build every prompt from it.",
@@ -145,8 +152,9 @@ int threads() {
 }
 uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
 uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
-Device device() { return static_cast<Device>(device_value); }
+kvg::Device device() { return static_cast<kvg::Device>(device_value); }
 int max_new_tokens() { return max_new_tokens_value; }
+int progress_notice_ms() { return progress_notice_ms_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }
 bool prefix_reuse() { return prefix_reuse_value; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }

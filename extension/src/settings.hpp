@@ -4,9 +4,10 @@
 
 #include <cstdint>
 
+#include "engine/device.hpp"
+
 namespace kvg::pg::settings {
 
-enum class Device { Cpu, Cuda, Auto };
 
 // From _PG_init: defines every kvg.* parameter and reserves the prefix.
 void define();
@@ -19,8 +20,12 @@ int threads();
 // imported in all, in bytes (quota 0: no imports).
 uint64_t max_import_bytes();
 uint64_t import_quota_bytes();
-Device device();
+kvg::Device device();
 int max_new_tokens();
+
+// kvg.progress_notices: at most one progress NOTICE per this many
+// milliseconds during long work; 0: none.
+int progress_notice_ms();
 
 // The knowledge flywheel (docs/flywheel.md).
 const char* knowledge_template();  // always parses (the check hook refuses others)

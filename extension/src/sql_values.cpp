@@ -91,8 +91,10 @@ void return_rows(FunctionCallInfo fcinfo, const std::vector<std::vector<ResultVa
   }
 }
 
-void notice(const std::string& message) {
-  call([&] { ereport(NOTICE, (errmsg_internal("%s", message.c_str()))); });
+void notice(const std::string& message, const std::string& detail) {
+  call([&] {
+    ereport(NOTICE, (errmsg_internal("%s", message.c_str()), detail.empty() ? 0 : errdetail_internal("%s", detail.c_str())));
+  });
 }
 
 void warning(const std::string& message, const std::string& hint) {

@@ -47,7 +47,7 @@ using ResultValue = std::optional<Datum>;
 void return_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<std::vector<ResultValue>>& rows);
 
 // A NOTICE to the client (does not interrupt the call).
-void notice(const std::string& message);
+void notice(const std::string& message, const std::string& detail = {});
 // A WARNING to the client, with an optional hint (does not interrupt the call).
 void warning(const std::string& message, const std::string& hint = {});
 

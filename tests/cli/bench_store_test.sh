@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kvg bench-store end to end, against a running server with kvg installable
 # (e.g. scripts/pg-cluster.sh's, PGHOST/PGPORT/PGUSER in the environment).
-# Exits 77 (skipped) when no server answers. Usage: bench_store_test.sh KVG SHARED_DIR
+# Exits 77 (skipped) when no server answers. Usage: bench_store_test.sh KVG DATA_DIR (tests/data)
 set -u
 kvg=$1
 model=$2/models/stories260K.gguf

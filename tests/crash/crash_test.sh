@@ -12,7 +12,7 @@
 #   tests/crash/crash_test.sh            (from scripts/pg-test.sh)
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/pg-env.sh"
-model=${KVG_CRASH_MODEL:-${KVG_SHARED:-$repo/../shared}/models/stories260K.gguf}
+model=${KVG_CRASH_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
 [ -f "$model" ] || { echo "crash test: no model at $model"; exit 1; }
 port=$((pg_port + 100))
 dir=$(mktemp -d /tmp/kvg-crash.XXXXXX)

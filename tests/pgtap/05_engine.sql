@@ -4,9 +4,9 @@ BEGIN;
 SELECT plan(19);
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
-\getenv shared KVG_SHARED
-\set small :shared '/models/stories260K.gguf'
-\set other :shared '/models/TinyStories-656K-Q8_0.gguf'
+\getenv data KVG_TEST_DATA
+\set small :data '/models/stories260K.gguf'
+\set other :data '/models/TinyStories-656K-Q8_0.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
 
 -- Cancel a long generation running in another session (with worker threads).

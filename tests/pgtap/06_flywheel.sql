@@ -7,8 +7,8 @@ BEGIN;
 SELECT plan(25);
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
-\getenv shared KVG_SHARED
-\set small :shared '/models/stories260K.gguf'
+\getenv data KVG_TEST_DATA
+\set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
 SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
 
@@ -99,7 +99,7 @@ SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
 -- Another model: the entry's artifact does not graft (it is that model's KV),
 -- so its prompt is computed once and stored for this model, then grafted.
 SAVEPOINT other_model;
-SELECT set_config('kvg.model', :'shared' || '/models/TinyStories-656K-Q8_0.gguf', true) \g /dev/null
+SELECT set_config('kvg.model', :'data' || '/models/TinyStories-656K-Q8_0.gguf', true) \g /dev/null
 SELECT is(tokens_grafted, 0, 'under another model a recurring prompt is computed')
 FROM public.kvg_answer_detail('What colour was Mia''s hat?', 4);
 SELECT is((mode, tokens_prefilled)::text, '(recurring,1)', 'and stored: the next call grafts it')

@@ -41,5 +41,4 @@ for pid in "${pids[@]}"; do wait "$pid"; done
 "${cxx[@]}" "${objects[@]}" "$build/tests/libkvg_test_support.a" "$build/engine/libkvg_engine.a" \
   "$build/kernels/libkvg_kernels.a" "$build/storage/libkvg_storage.a" -lgtest_main -lgtest -lcrypto -lpthread \
   -o "$out/kvg_test_cuda_emulated"
-export KVG_SHARED=${KVG_SHARED:-$repo/../shared}
 exec "$out/kvg_test_cuda_emulated" "$@"

@@ -4,9 +4,9 @@
 -- output_sha256 is the SHA-256 of those bytes. Committed, so that
 -- scripts/pg-test.sh re-checks this database's manifest offline afterwards.
 SELECT plan(22);
-\getenv shared KVG_SHARED
+\getenv data KVG_TEST_DATA
 \getenv fixtures KVG_FIXTURES
-\set small :shared '/models/stories260K.gguf'
+\set small :data '/models/stories260K.gguf'
 \set synth :fixtures '/synth.gguf'
 SET kvg.device = 'cpu';
 SELECT set_config('kvg.model', :'small', false) \g /dev/null

@@ -3,9 +3,9 @@
 -- reports orphans both ways and kvg_vacuum() removes objects without a row.
 -- Runs last but one: it drops and re-creates the extension.
 SELECT plan(16);
-\getenv shared KVG_SHARED
+\getenv data KVG_TEST_DATA
 SET kvg.device = 'cpu';
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) \g /dev/null
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) \g /dev/null
 CREATE FUNCTION pg_temp.objects() RETURNS integer LANGUAGE sql AS $$ SELECT count(*)::integer FROM pg_largeobject_metadata $$;
 -- Somebody else's large object, never touched.
 SELECT lo_from_bytea(0, '\x4b56474100'::bytea) AS foreign_lo \gset
@@ -53,7 +53,7 @@ RESET client_min_messages;
 SELECT is(pg_temp.objects(), :before_drop - 2, 'DROP EXTENSION kvg unlinks the artifacts'' objects');
 SELECT ok(EXISTS (SELECT FROM pg_largeobject_metadata WHERE oid = :foreign_lo), 'and nothing else');
 CREATE EXTENSION kvg;
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false) \g /dev/null
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) \g /dev/null
 SELECT is(kvg_capture('Once upon a time'), :'a', 'captured again after re-creating the extension');
 SELECT is(pg_temp.objects(), :before_drop - 1, 'one object for one artifact: nothing doubled');
 -- DROP SCHEMA kvg CASCADE goes the same way.

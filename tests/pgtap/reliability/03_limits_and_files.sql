@@ -3,10 +3,10 @@
 -- model file (memory-mapped) replaced, truncated or removed between calls of
 -- one session gives the next call a clear error or a reload, never a crash.
 SELECT plan(14);
-\getenv shared KVG_SHARED
+\getenv data KVG_TEST_DATA
 \getenv tmp KVG_RELIABILITY_TMP
-\set small :shared '/models/stories260K.gguf'
-\set other :shared '/models/TinyStories-656K-Q8_0.gguf'
+\set small :data '/models/stories260K.gguf'
+\set other :data '/models/TinyStories-656K-Q8_0.gguf'
 \set copy :tmp '/model.gguf'
 SET kvg.device = 'cpu';
 SET kvg.prefix_reuse = off;

@@ -6,7 +6,7 @@ SELECT public.kvg_import(pg_read_binary_file(:'fixtures' || '/' || name || '.kvg
 FROM unnest(ARRAY['root', 'child', 'large', 'dump']) WITH ORDINALITY AS f(name, n) ORDER BY n;
 -- A library entry: its row (with a generated column), its artifact chain and
 -- its audit row.
-\getenv shared KVG_SHARED
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', false);
+\getenv data KVG_TEST_DATA
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false);
 SELECT set_config('kvg.device', 'cpu', false);
 SELECT public.kvg_learn('What colour was Lily''s ball?', 'Lily had a red ball. She played with it every day.', 'red');

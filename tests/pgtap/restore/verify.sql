@@ -17,8 +17,8 @@ SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');
 SELECT is((SELECT count(*) FROM kvg.audit), 5::bigint, 'five audit rows restored');
 SELECT is((SELECT lexemes FROM kvg.knowledge), ARRAY['ball', 'colour', 'day', 'everi', 'lili', 'play', 'red'],
           'the library entry is restored, its generated column too');
-\getenv shared KVG_SHARED
-SELECT set_config('kvg.model', :'shared' || '/models/stories260K.gguf', true) \g /dev/null
+\getenv data KVG_TEST_DATA
+SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
 SELECT is(mode || ' ' || artifact, 'recurring ' || (SELECT artifact_sha256 FROM kvg.knowledge),
           'a recurring answer grafts the restored artifact')

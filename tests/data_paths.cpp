@@ -1,20 +1,26 @@
-#include "tests/shared_data.hpp"
+#include "tests/data_paths.hpp"
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
 namespace kvg::test {
 
-std::string shared_dir() {
-  if (const char* env = std::getenv("KVG_SHARED"); env && *env) return env;
-  return KVG_SHARED_DEFAULT;
+std::string data_dir() {
+  if (const char* env = std::getenv("KVG_TEST_DATA"); env && *env) return env;
+  return KVG_TEST_DATA_DEFAULT;
 }
 
-std::string shared_path(const std::string& relative) { return shared_dir() + "/" + relative; }
+std::string data_path(const std::string& relative) { return data_dir() + "/" + relative; }
 
-bool has_shared(const std::string& relative) { return std::filesystem::exists(shared_path(relative)); }
+bool has_data(const std::string& relative) { return std::filesystem::exists(data_path(relative)); }
+
+bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && (std::string(ci) == "true" || std::string(ci) == "1");
+}
 
 namespace {
 // Directories handed out by temp_dir(), removed when the test process exits.
