@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "engine/gguf/gguf_file.hpp"
+#include "engine/model_refusals.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg {
@@ -33,11 +34,18 @@ WeightType weight_type_of(const gguf::TensorInfo& t) {
     case gguf::TensorType::Q4_0: return WeightType::Q4_0;
     case gguf::TensorType::Q4_K: return WeightType::Q4_K;
     case gguf::TensorType::Q6_K: return WeightType::Q6_K;
+    case gguf::TensorType::Q4_1: return WeightType::Q4_1;
+    case gguf::TensorType::Q5_0: return WeightType::Q5_0;
+    case gguf::TensorType::Q5_1: return WeightType::Q5_1;
+    case gguf::TensorType::Q2_K: return WeightType::Q2_K;
+    case gguf::TensorType::Q3_K: return WeightType::Q3_K;
+    case gguf::TensorType::Q5_K: return WeightType::Q5_K;
     default:
       throw Error(ErrorCode::Unsupported, "model: tensor '" + t.name + "' has type " +
                                               gguf::tensor_type_name(t.type) +
                                               ", which the f32-portable-v1 recipe does not implement "
-                                              "(supported: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k)");
+                                              "(supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+                                              "q4_k, q5_k, q6_k)");
   }
 }
 
@@ -136,6 +144,7 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
   c.rope_style = traits.rope_style;
   c.qkv_bias = traits.qkv_bias;
+  refuse_unimplemented(file, c.architecture, c.qkv_bias, c.n_layer);
   // The embedding decides the logits width; a vocabulary list may be shorter
   // (padded embeddings) but never longer.
   const gguf::TensorInfo& embd = require_tensor(file, "token_embd.weight");

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include <utility>
 
 #include "engine/gguf/gguf_writer.hpp"
 #include "kernels/cpu/float16.hpp"
@@ -44,19 +45,119 @@ inline float matrix_scale(const SynthTensor& t) { return 1.0f / std::sqrt(float(
 
 [[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, "synth model: " + message); }
 
+constexpr std::pair<const char*, TensorType> kTypes[] = {
+    {"f32", TensorType::F32},   {"f16", TensorType::F16},   {"q8_0", TensorType::Q8_0},
+    {"q4_1", TensorType::Q4_1}, {"q5_0", TensorType::Q5_0}, {"q5_1", TensorType::Q5_1},
+    {"q2_k", TensorType::Q2_K}, {"q3_k", TensorType::Q3_K}, {"q5_k", TensorType::Q5_K},
+};
+
 TensorType parse_type(const std::string& type) {
-  if (type == "f32") return TensorType::F32;
-  if (type == "f16") return TensorType::F16;
-  if (type == "q8_0") return TensorType::Q8_0;
-  invalid("type '" + type + "' is not one of f32, f16, q8_0");
+  std::string known;
+  for (const auto& [name, t] : kTypes) {
+    if (type == name) return t;
+    known += std::string(known.empty() ? "" : ", ") + name;
+  }
+  invalid("type '" + type + "' is not one of " + known);
 }
 
 uint32_t file_type(TensorType t) {
-  // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q8_0 = 7.
+  // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, Q4_1 = 3, Q8_0 = 7, Q5_0 = 8,
+  // Q5_1 = 9, Q2_K = 10, Q3_K_S = 11, Q5_K_S = 16.
   switch (t) {
     case TensorType::F16: return 1;
+    case TensorType::Q4_1: return 3;
     case TensorType::Q8_0: return 7;
+    case TensorType::Q5_0: return 8;
+    case TensorType::Q5_1: return 9;
+    case TensorType::Q2_K: return 10;
+    case TensorType::Q3_K: return 11;
+    case TensorType::Q5_K: return 16;
     default: return 0;
+  }
+}
+
+// The quantizers below are deliberately simple (one scale per block, or
+// every K-quant sub-block scale at its maximum): the models are noise, and
+// what tests exercise is the decoders. Each scale is quantized to f16 first
+// and the integers are chosen against the rounded scale the reader sees.
+float f16_round(float x, uint16_t* bits) {
+  *bits = f32_to_f16(x);
+  return f16_to_f32(*bits);
+}
+
+int quantize(float x, float offset, float d, int lo, int hi) {
+  if (d == 0.0f) return std::clamp(0, lo, hi);
+  return int(std::clamp(std::round((x - offset) / d), float(lo), float(hi)));
+}
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// Q4_1 / Q5_1: w = d*q + m over [min, max]; Q5_0: w = d*(q-16).
+void encode_q4_1_q5(TensorType type, const float* x, size_t n, uint8_t* out) {
+  const bool five = type != TensorType::Q4_1, with_min = type != TensorType::Q5_0;
+  const size_t bytes = type == TensorType::Q4_1 ? 20 : type == TensorType::Q5_0 ? 22 : 24;
+  const int top = five ? 31 : 15;
+  for (size_t b = 0; b < n / 32; ++b, x += 32, out += bytes) {
+    float mn = x[0], mx = x[0], amax = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      mn = std::min(mn, x[i]);
+      mx = std::max(mx, x[i]);
+      amax = std::max(amax, std::fabs(x[i]));
+    }
+    uint16_t dh, mh = 0;
+    const float d = f16_round(with_min ? (mx - mn) / float(top) : amax / 15.0f, &dh);
+    const float m = with_min ? f16_round(mn, &mh) : 0.0f;
+    put_u16(out, dh);
+    if (with_min) put_u16(out + 2, mh);
+    uint8_t* qh = out + (with_min ? 4 : 2);
+    uint8_t* qs = five ? qh + 4 : qh;
+    std::memset(qh, 0, five ? 20 : 16);
+    for (int i = 0; i < 32; ++i) {
+      const int q = with_min ? quantize(x[i], m, d, 0, top) : quantize(x[i], 0.0f, d, -16, 15) + 16;
+      qs[i % 16] |= uint8_t((q & 15) << (i < 16 ? 0 : 4));
+      if (five) qh[i / 8] |= uint8_t(((q >> 4) & 1) << (i % 8));
+    }
+  }
+}
+
+// Q2_K, Q3_K, Q5_K: every sub-block (scale, min) at its largest value.
+void encode_k(TensorType type, const float* x, size_t n, uint8_t* out) {
+  const size_t bytes = type == TensorType::Q2_K ? 84 : type == TensorType::Q3_K ? 110 : 176;
+  for (size_t b = 0; b < n / 256; ++b, x += 256, out += bytes) {
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+    std::memset(out, 0, bytes);
+    uint16_t dh, mh;
+    if (type == TensorType::Q2_K) {  // scale 15, min 15: w = 15d*q - 15dmin, q in 0..3
+      const float d = 15.0f * f16_round(2.0f * amax / 45.0f, &dh), dmin = 15.0f * f16_round(amax / 15.0f, &mh);
+      std::memset(out, 0xff, 16);
+      put_u16(out + 80, dh);
+      put_u16(out + 82, mh);
+      for (int e = 0; e < 256; ++e) {
+        const int q = quantize(x[e], -dmin, d, 0, 3);
+        out[16 + (e / 128) * 32 + e % 32] |= uint8_t(q << (2 * ((e % 128) / 32)));
+      }
+    } else if (type == TensorType::Q3_K) {  // scale 63 - 32 = 31: w = 31d*q, q in -4..3
+      const float d = 31.0f * f16_round(amax / 124.0f, &dh);
+      std::memset(out + 96, 0xff, 12);
+      put_u16(out + 108, dh);
+      for (int e = 0; e < 256; ++e) {
+        const int q = quantize(x[e], 0.0f, d, -4, 3);
+        const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+        out[32 + half * 32 + l] |= uint8_t((q < 0 ? q + 4 : q) << (2 * j));
+        if (q >= 0) out[l] |= uint8_t(1 << (half * 4 + j));
+      }
+    } else {  // Q5_K, scale 63, min 63: w = 63d*q - 63dmin, q in 0..31
+      const float d = 63.0f * f16_round(2.0f * amax / (63.0f * 31.0f), &dh), dmin = 63.0f * f16_round(amax / 63.0f, &mh);
+      put_u16(out, dh);
+      put_u16(out + 2, mh);
+      std::memset(out + 4, 0xff, 12);
+      for (int e = 0; e < 256; ++e) {
+        const int q = quantize(x[e], -dmin, d, 0, 31), sub = e / 32, l = e % 32;
+        out[48 + (e / 64) * 32 + l] |= uint8_t((q & 15) << ((sub & 1) ? 4 : 0));
+        out[16 + l] |= uint8_t(((q >> 4) & 1) << sub);
+      }
+    }
   }
 }
 
@@ -142,6 +243,12 @@ void encode_row(TensorType type, const float* x, size_t n, uint8_t* out) {
       }
       break;
     case TensorType::Q8_0: encode_q8_0(x, n, out); break;
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1: encode_q4_1_q5(type, x, n, out); break;
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q5_K: encode_k(type, x, n, out); break;
     default: invalid(std::string("cannot encode ") + gguf::tensor_type_name(type));
   }
 }
@@ -272,7 +379,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   const std::string a = o.architecture + ".";
   w.add_string("general.name", name);
   w.add_u32("general.file_type", file_type(mat));
-  if (mat == TensorType::Q8_0) w.add_u32("general.quantization_version", 2);
+  if (mat != TensorType::F32 && mat != TensorType::F16) w.add_u32("general.quantization_version", 2);
   w.add_u32(a + "context_length", uint32_t(o.n_ctx));
   w.add_u32(a + "embedding_length", uint32_t(o.n_embd));
   w.add_u32(a + "feed_forward_length", uint32_t(o.n_ff));

@@ -1,5 +1,6 @@
-// Vocabulary validation and decoding for the SentencePiece-style tokenizer.
-// Encoding lives in tokenizer_encode.cpp, reading GGUF in tokenizer_gguf.cpp.
+// Vocabulary validation and decoding. Encoding lives in tokenizer_encode.cpp
+// (SentencePiece) and tokenizer_bpe.cpp (byte-level BPE), reading GGUF in
+// tokenizer_gguf.cpp.
 #include "engine/tokenizer.hpp"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "engine/pretokenizer.hpp"
 #include "engine/tokenizer_pieces.hpp"
 
 namespace kvg {
@@ -62,6 +64,21 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
     // A NaN score would break the strict ordering the merge queue relies on.
     if (std::isnan(vocab_.scores[i]))
       throw Error(ErrorCode::InvalidArgument, "tokenizer: token " + std::to_string(i) + " has a NaN score");
+    if ((type == TokenType::Control || type == TokenType::Unknown || type == TokenType::UserDefined) &&
+        !piece.empty()) {
+      specials_.push_back(id);
+      max_special_bytes_ = std::max(max_special_bytes_, piece.size());
+    }
+    if (vocab_.model == TokenizerModel::Bpe) {
+      // Merges only ever form the model's own pieces. Control and
+      // user-defined tokens are found whole by encode_special; letting the
+      // merge loop reach them would make one id stand for two texts
+      // (DeepSeek Coder adds "ý" as a token: it is the text "ý", never the
+      // byte 0xFD that GPT-2's table also spells "ý").
+      if (mergeable(type) && type != TokenType::UserDefined && piece_to_id_.emplace(piece, id).second)
+        max_piece_bytes_ = std::max(max_piece_bytes_, piece.size());
+      continue;
+    }
     if (type == TokenType::Byte) {
       const int byte = parse_byte_piece(piece);
       if (byte < 0)
@@ -83,6 +100,22 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
   std::stable_sort(user_defined_.begin(), user_defined_.end(), [this](int32_t a, int32_t b) {
     return vocab_.pieces[a].size() > vocab_.pieces[b].size();
   });
+  std::stable_sort(specials_.begin(), specials_.end(), [this](int32_t a, int32_t b) {
+    return vocab_.pieces[a].size() > vocab_.pieces[b].size();
+  });
+  if (vocab_.model == TokenizerModel::Bpe) init_bpe();
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> ids;
+  if (vocab_.add_bos) ids.push_back(vocab_.bos);
+  const std::vector<int32_t> body = encode(text, parse_special);
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (vocab_.add_eos) ids.push_back(vocab_.eos);
+  return ids;
 }
 
 int32_t Tokenizer::find_piece(std::string_view piece) const {
@@ -91,7 +124,7 @@ int32_t Tokenizer::find_piece(std::string_view piece) const {
 }
 
 std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text) const {
-  std::vector<int32_t> ids = encode(text);
+  std::vector<int32_t> ids = encode(text, false);
   ids.insert(ids.begin(), vocab_.bos);
   return ids;
 }
@@ -99,6 +132,7 @@ std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text) const {
 std::string Tokenizer::decode_piece(int32_t id, int32_t previous) const {
   if (id < 0 || static_cast<size_t>(id) >= vocab_.pieces.size())
     throw Error(ErrorCode::OutOfRange, describe_id("token", id, vocab_.pieces.size()));
+  if (vocab_.model == TokenizerModel::Bpe) return decode_bpe_piece(id);
   const std::string& piece = vocab_.pieces[id];
   switch (vocab_.types[id]) {
     case TokenType::Control:

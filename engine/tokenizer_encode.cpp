@@ -95,12 +95,67 @@ struct BigramOrder {
 
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
-  return encode_text(text, vocab_.add_space_prefix);
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  return encode_special(text, parse_special, vocab_.add_space_prefix);
 }
 
 std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text) const {
-  return encode_text(text, false);
+  return encode_special(text, false, false);
+}
+
+void Tokenizer::encode_raw(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
+  if (vocab_.model == TokenizerModel::Bpe) {
+    encode_bpe(text, out);
+    return;
+  }
+  const std::vector<int32_t> ids = encode_text(text, space_prefix);
+  out.insert(out.end(), ids.begin(), ids.end());
+}
+
+// As llama.cpp partitions text: each special token, longest first, splits
+// every stretch of plain text where it occurs; what is left is encoded
+// piece by piece. SentencePiece finds its user-defined pieces during the
+// merge itself (encode_text), so here it only looks for control tokens.
+// After a special token, the next stretch gets the space prefix again.
+std::vector<int32_t> Tokenizer::encode_special(std::string_view text, bool parse_special, bool space_prefix) const {
+  const bool bpe = vocab_.model == TokenizerModel::Bpe;
+  if (!bpe && !parse_special) return encode_text(text, space_prefix);
+  struct Fragment {
+    std::string_view text;  // plain text, or empty for a token
+    int32_t id;             // -1 for plain text
+  };
+  std::vector<Fragment> fragments{{text, -1}}, next;
+  for (const int32_t id : specials_) {
+    const TokenType type = vocab_.types[id];
+    if (type == TokenType::UserDefined ? !bpe : !parse_special) continue;
+    const std::string_view piece = vocab_.pieces[id];
+    next.clear();
+    for (const Fragment& f : fragments) {
+      if (f.id >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      size_t pos = 0;
+      for (size_t hit; (hit = f.text.find(piece, pos)) != std::string_view::npos; pos = hit + piece.size()) {
+        if (hit > pos) next.push_back({f.text.substr(pos, hit - pos), -1});
+        next.push_back({{}, id});
+      }
+      if (pos < f.text.size()) next.push_back({f.text.substr(pos), -1});
+    }
+    fragments.swap(next);
+  }
+  std::vector<int32_t> ids;
+  bool prefix = space_prefix;
+  for (const Fragment& f : fragments) {
+    if (f.id >= 0) {
+      ids.push_back(f.id);
+      prefix = space_prefix;
+    } else {
+      encode_raw(f.text, prefix, ids);
+      prefix = false;
+    }
+  }
+  return ids;
 }
 
 std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_prefix) const {

@@ -1,4 +1,6 @@
-// Builds the tokenizer from a GGUF file's tokenizer.ggml.* metadata.
+// Builds the tokenizer from a GGUF file's tokenizer.ggml.* metadata alone:
+// no architecture key is read, so a vocabulary-only file of any family loads.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,8 @@ constexpr const char* kModelKey = "tokenizer.ggml.model";
 constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
 constexpr const char* kScoresKey = "tokenizer.ggml.scores";
 constexpr const char* kTypesKey = "tokenizer.ggml.token_type";
+constexpr const char* kMergesKey = "tokenizer.ggml.merges";
+constexpr const char* kPreKey = "tokenizer.ggml.pre";
 
 Error corrupt(const gguf::File& file, const std::string& what) {
   return Error(ErrorCode::Corrupt, file.path() + ": " + what);
@@ -48,11 +52,23 @@ std::vector<TokenType> infer_types(const Vocabulary& v) {
 Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
   const std::optional<std::string> model = file.opt_string(kModelKey);
   if (!model) throw corrupt(file, std::string("no ") + kModelKey + ": the file carries no tokenizer");
-  if (*model != "llama")
-    throw Error(ErrorCode::Unsupported, file.path() + ": " + kModelKey + " is \"" + *model +
-                                            "\"; only the SentencePiece-style \"llama\" tokenizer is supported");
-
   Vocabulary v;
+  if (*model == "llama") v.model = TokenizerModel::Spm;
+  else if (*model == "gpt2") v.model = TokenizerModel::Bpe;
+  else
+    throw Error(ErrorCode::Unsupported, file.path() + ": " + kModelKey + " is \"" + *model +
+                                            "\", a tokenizer this engine does not implement (implemented: \"llama\" "
+                                            "SentencePiece, \"gpt2\" byte-level BPE)");
+  const bool bpe = v.model == TokenizerModel::Bpe;
+  // A missing pre-tokenizer means "default", as llama.cpp reads it. For
+  // SentencePiece no pre-tokenizer applies, so anything else is refused.
+  v.pre = file.opt_string(kPreKey).value_or("default");
+  if (!bpe && v.pre != "default")
+    throw Error(ErrorCode::Unsupported, file.path() + ": " + kPreKey + " = \"" + v.pre +
+                                            "\" with the SentencePiece tokenizer is not implemented");
+  if (bpe) {
+    for (const std::string_view m : file.get_string_array(kMergesKey)) v.merges.emplace_back(m);
+  }
   for (const std::string_view piece : file.get_string_array(kTokensKey)) v.pieces.emplace_back(piece);
   const size_t n = v.pieces.size();
   if (n == 0) throw corrupt(file, std::string(kTokensKey) + " is empty");
@@ -66,10 +82,15 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
     v.scores.assign(n, 0.0f);
   }
 
-  v.bos = read_id(file, "tokenizer.ggml.bos_token_id", 1, n);
-  v.eos = read_id(file, "tokenizer.ggml.eos_token_id", 2, n);
+  // Defaults as llama.cpp has them: SentencePiece <unk> <s> </s> = 0 1 2;
+  // GPT-2 style vocabularies end text with id 11 unless they say otherwise
+  // (BPE never produces <unk>; 0 only keeps the field in range).
+  v.bos = read_id(file, "tokenizer.ggml.bos_token_id", bpe ? std::min<int32_t>(11, int32_t(n - 1)) : 1, n);
+  v.eos = read_id(file, "tokenizer.ggml.eos_token_id", bpe ? std::min<int32_t>(11, int32_t(n - 1)) : 2, n);
   v.unk = read_id(file, "tokenizer.ggml.unknown_token_id", 0, n);
-  v.add_bos = file.opt_bool("tokenizer.ggml.add_bos_token").value_or(true);
+  const bool llama3 = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3";
+  v.add_bos = file.opt_bool("tokenizer.ggml.add_bos_token").value_or(!bpe || llama3);
+  v.add_eos = file.opt_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = file.opt_bool("tokenizer.ggml.add_space_prefix").value_or(true);
 
   if (file.find(kTypesKey)) {
@@ -84,6 +105,10 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
                                 " is not a token type");
       v.types.push_back(static_cast<TokenType>(raw[i]));
     }
+  } else if (bpe) {
+    v.types.assign(n, TokenType::Normal);
+    v.types[v.bos] = TokenType::Control;
+    v.types[v.eos] = TokenType::Control;
   } else {
     v.types = infer_types(v);
   }

@@ -1,7 +1,7 @@
 // The integer halves of the recipe's weight decoding, shared verbatim by the
 // CPU (kernels/cpu/) and the CUDA kernels (kernels/cuda/): how an f16 bit
 // pattern widens to an f32 bit pattern, and how Q4_K packs its 6-bit
-// sub-block scales and mins. Only the floating-point steps differ in
+// sub-block scales and mins (Q3_K, Q5_0/Q5_1 bits likewise). Only the floating-point steps differ in
 // spelling between the two sides (std:: vs __fmul_rn...), never these.
 #pragma once
 
@@ -39,5 +39,19 @@ KVG_HOST_DEVICE void q4k_scale_min(const uint8_t* scales, int sub, int* scale, i
     *min = (scales[sub + 4] >> 4) | ((scales[sub] >> 6) << 4);
   }
 }
+
+// Q3_K: the 6-bit scale of sub-block `sub` (0..15) from the block's 12
+// packed bytes, as stored (the decoder subtracts 32): low 4 bits from bytes
+// 0..7 (low nibbles for sub-blocks 0..7, high for 8..15), high 2 bits from
+// bytes 8..11.
+KVG_HOST_DEVICE int q3k_scale(const uint8_t* scales, int sub) {
+  const int low = sub < 8 ? (scales[sub] & 0x0f) : (scales[sub - 8] >> 4);
+  const int high = (scales[8 + (sub & 3)] >> (2 * (sub >> 2))) & 3;
+  return low | (high << 4);
+}
+
+// Q5_0 / Q5_1: the fifth bit of element i (0..31), from the 4 bytes qh
+// (a little-endian u32: bit i belongs to element i).
+KVG_HOST_DEVICE int q5_high_bit(const uint8_t* qh, int i) { return (qh[i >> 3] >> (i & 7)) & 1; }
 
 }  // namespace kvg

@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
           libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3
-          libpq-dev)  # libpq: kvg bench-store talks to the server as a client
+          libpq-dev   # libpq: kvg bench-store talks to the server as a client
+          libpcre2-dev)  # PCRE2: the byte-level BPE pre-tokenizer regexes
 # --report: also Chromium, for the bench-report test alone (headless
 # screenshots of scripts/bench-report.py's page); nothing else needs it.
 [ "${1:-}" = --report ] && packages+=(chromium)

@@ -57,3 +57,13 @@ SELECT count(kvg_import(pg_read_binary_file(:'fixtures' || '/large.kvga'), verif
 RESET statement_timeout;
 SELECT count(*) - :stored_before AS stored FROM artifacts;
 SELECT kvg_audit_verify() AS first_bad_row;
+
+-- kvg.model naming something that is not a model: a wrong setting (22023),
+-- saying which file and what it is not.
+SET kvg.model = '/etc/passwd';
+SELECT kvg_model_info();
+\echo :LAST_ERROR_SQLSTATE
+SET kvg.model = '/';
+SELECT kvg_model_info();
+\echo :LAST_ERROR_SQLSTATE
+RESET kvg.model;

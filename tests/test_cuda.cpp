@@ -123,8 +123,10 @@ SynthOptions small_synth(const std::string& variant) {
   const size_t dash = variant.find('-');
   o.type = variant.substr(0, dash);
   if (dash != std::string::npos) o.architecture = variant.substr(dash + 1);
-  const bool blocks32 = o.type == "q8_0" || o.type == "q4_0";
-  const bool blocks256 = o.type == "q4_k" || o.type == "q6_k";
+  const bool blocks32 = o.type == "q8_0" || o.type == "q4_0" || o.type == "q4_1" || o.type == "q5_0" ||
+                        o.type == "q5_1";
+  const bool blocks256 = o.type == "q4_k" || o.type == "q6_k" || o.type == "q2_k" || o.type == "q3_k" ||
+                         o.type == "q5_k";
   // Widths that are not multiples of 16 wherever the format allows it
   // (quantized rows hold whole blocks): head_dim 12, KV width 24 or 48,
   // n_ff 200, and a vocabulary of 300 rows for the output head.
@@ -373,6 +375,24 @@ std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_t cols,
         }
         break;
       }
+      case WeightType::Q4_1:
+      case WeightType::Q5_0:
+      case WeightType::Q5_1:
+      case WeightType::Q2_K:
+      case WeightType::Q3_K:
+      case WeightType::Q5_K: {  // any payload; sane f16 scales at their offsets
+        const int block_bytes = weight_block_bytes(type), block_elems = weight_block_elements(type);
+        const int d_at = type == WeightType::Q2_K ? 80 : type == WeightType::Q3_K ? 108 : 0;
+        const int m_at = type == WeightType::Q2_K ? 82 : (type == WeightType::Q5_0 || type == WeightType::Q3_K) ? -1 : 2;
+        for (int64_t b = 0; b < cols / block_elems; ++b) {
+          uint8_t* block = row + b * block_bytes;
+          for (int i = 0; i < block_bytes; ++i) block[i] = uint8_t(noise.next());
+          const uint16_t d = f32_to_f16(noise.value() * 0.01f), m = f32_to_f16(noise.value() * 0.01f);
+          std::memcpy(block + d_at, &d, 2);
+          if (m_at >= 0) std::memcpy(block + m_at, &m, 2);
+        }
+        break;
+      }
       case WeightType::Q8_0:
       case WeightType::Q4_0: {
         const int block_bytes = weight_block_bytes(type);
@@ -427,7 +447,9 @@ int64_t first_difference(const std::vector<float>& a, const std::vector<float>& 
 }
 
 const WeightType kAllTypes[] = {WeightType::F32,  WeightType::F16,  WeightType::BF16, WeightType::Q8_0,
-                                WeightType::Q4_0, WeightType::Q4_K, WeightType::Q6_K};
+                                WeightType::Q4_0, WeightType::Q4_K, WeightType::Q6_K, WeightType::Q4_1,
+                                WeightType::Q5_0, WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K,
+                                WeightType::Q5_K};
 
 #endif  // KVG_HAVE_CUDA
 
@@ -732,7 +754,8 @@ TEST_P(CudaOnSynthModel, LogitsHashAndKvEqualCpuForEveryChunking) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
-                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "f16-qwen2"),
+                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0",
+                                           "q5_1", "q2_k", "q3_k", "q5_k", "f16-qwen2"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

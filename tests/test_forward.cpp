@@ -151,20 +151,25 @@ TEST(Forward, GoldenLogitsHashes) {
   }
 }
 
-// Synthetic models exercise the f16 and q8_0 paths, GQA and widths that are
-// not multiples of the 16-lane chunk.
+// Synthetic models exercise every format kvg synth writes, GQA and widths
+// that are not multiples of the 16-lane chunk (K-quants need 256-multiples).
 TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
   struct Variant { const char* type; const char* architecture; };
   for (Variant variant : {Variant{"f32", "llama"}, Variant{"f16", "llama"}, Variant{"q8_0", "llama"},
-                          Variant{"f16", "qwen2"}}) {
+                          Variant{"f16", "qwen2"}, Variant{"q4_1", "llama"}, Variant{"q5_0", "llama"},
+                          Variant{"q5_1", "qwen2"}, Variant{"q2_k", "llama"}, Variant{"q3_k", "llama"},
+                          Variant{"q5_k", "llama"}}) {
     const char* type = variant.type;
+    const std::string t = type;
+    const bool k_quant = t == "q2_k" || t == "q3_k" || t == "q5_k";
+    const bool blocks32 = t == "q8_0" || t == "q4_1" || t == "q5_0" || t == "q5_1";
     SynthOptions o;
     o.architecture = variant.architecture;
-    o.n_embd = 96;
+    o.n_embd = k_quant ? 256 : 96;
     o.n_layer = 2;
-    o.n_head = 6;
+    o.n_head = k_quant ? 8 : 6;
     o.n_head_kv = 2;
-    o.n_ff = type == std::string("q8_0") ? 160 : 200;
+    o.n_ff = k_quant ? 512 : blocks32 ? 160 : 200;
     o.n_vocab = 300;
     o.n_ctx = 256;
     o.type = type;

@@ -43,6 +43,19 @@ std::vector<uint8_t> random_weights(WeightType type, int64_t rows, int64_t cols,
         uint16_t d = f32_to_f16(value(rng) * 0.05f);
         std::memcpy(row + size_t(b) * size_t(weight_block_bytes(type)), &d, 2);
       }
+    // The other formats: sane f16 scales at their offsets within the block.
+    struct Scales { WeightType type; int d, m; };  // byte offsets; m < 0: none
+    for (const Scales sc : {Scales{WeightType::Q4_1, 0, 2}, Scales{WeightType::Q5_0, 0, -1},
+                            Scales{WeightType::Q5_1, 0, 2}, Scales{WeightType::Q2_K, 80, 82},
+                            Scales{WeightType::Q3_K, 108, -1}, Scales{WeightType::Q5_K, 0, 2}}) {
+      if (type != sc.type) continue;
+      for (int64_t b = 0; b < cols / weight_block_elements(type); ++b) {
+        uint8_t* block = row + size_t(b) * size_t(weight_block_bytes(type));
+        const uint16_t d = f32_to_f16(value(rng) * 0.01f), m = f32_to_f16(value(rng) * 0.01f);
+        std::memcpy(block + sc.d, &d, 2);
+        if (sc.m >= 0) std::memcpy(block + sc.m, &m, 2);
+      }
+    }
     // K-quants: sane f16 scales (d, dmin for Q4_K at the start; d at the end for Q6_K).
     if (type == WeightType::Q4_K || type == WeightType::Q6_K)
       for (int64_t b = 0; b < cols / 256; ++b) {
@@ -60,7 +73,8 @@ TEST(Matmul, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   struct Shape { int64_t rows, cols, tokens; };
   for (WeightType type : {WeightType::F32, WeightType::F16, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0,
-                          WeightType::Q4_K, WeightType::Q6_K}) {
+                          WeightType::Q4_K, WeightType::Q6_K, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                          WeightType::Q2_K, WeightType::Q3_K, WeightType::Q5_K}) {
     const int64_t block = weight_block_elements(type);
     auto width = [&](int64_t plain, int64_t blocks) { return block == 1 ? plain : block * blocks; };
     for (Shape s : {Shape{37, width(172, 3), 1}, Shape{64, width(8, 2), 5}, Shape{19, width(333, 5), 13}}) {
@@ -149,6 +163,144 @@ TEST(Matmul, KQuantBlocksDecodeAsSpecified) {
     std::vector<float> got(256);
     dequantize_row(w, 0, got.data());
     for (int i = 0; i < 256; ++i) ASSERT_EQ(got[size_t(i)], expected[size_t(i)]) << weight_type_name(type) << " element " << i;
+  }
+}
+
+// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K written as llama.cpp's reference
+// dequantizers loop over a whole block (ggml-quants.c), against the chunked
+// decoder the kernels use: same bits for random payloads.
+std::vector<float> reference_block(WeightType type, const uint8_t* x) {
+  std::vector<float> y(size_t(weight_block_elements(type)));
+  auto h = [&](int at) { uint16_t v; std::memcpy(&v, x + at, 2); return f16_to_f32(v); };
+  float* out = y.data();
+  switch (type) {
+    case WeightType::Q4_1: {
+      const float d = h(0), m = h(2);
+      for (int j = 0; j < 16; ++j) {
+        out[j] = float(x[4 + j] & 0x0F) * d + m;
+        out[j + 16] = float(x[4 + j] >> 4) * d + m;
+      }
+      break;
+    }
+    case WeightType::Q5_0:
+    case WeightType::Q5_1: {
+      const bool q51 = type == WeightType::Q5_1;
+      const float d = h(0), m = q51 ? h(2) : 0.0f;
+      uint32_t qh;
+      std::memcpy(&qh, x + (q51 ? 4 : 2), 4);
+      const uint8_t* qs = x + (q51 ? 8 : 6);
+      for (int j = 0; j < 16; ++j) {
+        const uint8_t xh_0 = uint8_t(((qh >> (j + 0)) << 4) & 0x10);
+        const uint8_t xh_1 = uint8_t(((qh >> (j + 12))) & 0x10);
+        if (q51) {
+          out[j] = float((qs[j] & 0x0F) | xh_0) * d + m;
+          out[j + 16] = float((qs[j] >> 4) | xh_1) * d + m;
+        } else {
+          out[j] = float(((qs[j] & 0x0F) | xh_0) - 16) * d;
+          out[j + 16] = float(((qs[j] >> 4) | xh_1) - 16) * d;
+        }
+      }
+      break;
+    }
+    case WeightType::Q2_K: {
+      const float d = h(80), mn = h(82);
+      const uint8_t* q = x + 16;
+      int is = 0;
+      for (int n = 0; n < 256; n += 128) {
+        int shift = 0;
+        for (int j = 0; j < 4; ++j) {
+          uint8_t sc = x[is++];
+          float dl = d * float(sc & 0xF), ml = mn * float(sc >> 4);
+          for (int l = 0; l < 16; ++l) *out++ = dl * float((q[l] >> shift) & 3) - ml;
+          sc = x[is++];
+          dl = d * float(sc & 0xF), ml = mn * float(sc >> 4);
+          for (int l = 0; l < 16; ++l) *out++ = dl * float((q[l + 16] >> shift) & 3) - ml;
+          shift += 2;
+        }
+        q += 32;
+      }
+      break;
+    }
+    case WeightType::Q3_K: {
+      const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+      uint32_t aux[4];
+      std::memcpy(aux, x + 96, 12);
+      const uint32_t tmp = aux[2];
+      aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+      aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+      aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+      aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+      const int8_t* scales = reinterpret_cast<const int8_t*>(aux);
+      const float d_all = h(108);
+      const uint8_t* q = x + 32;
+      const uint8_t* hm = x;
+      uint8_t m = 1;
+      int is = 0;
+      for (int n = 0; n < 256; n += 128) {
+        int shift = 0;
+        for (int j = 0; j < 4; ++j) {
+          float dl = d_all * float(scales[is++] - 32);
+          for (int l = 0; l < 16; ++l) *out++ = dl * float(int8_t((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+          dl = d_all * float(scales[is++] - 32);
+          for (int l = 0; l < 16; ++l)
+            *out++ = dl * float(int8_t((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+          shift += 2;
+          m = uint8_t(m << 1);
+        }
+        q += 32;
+      }
+      break;
+    }
+    case WeightType::Q5_K: {
+      const float d = h(0), mn = h(2);
+      const uint8_t* sc = x + 4;
+      auto scale_min = [&](int j, int& s, int& m) {
+        if (j < 4) { s = sc[j] & 63; m = sc[j + 4] & 63; }
+        else { s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4); m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4); }
+      };
+      const uint8_t* ql = x + 48;
+      const uint8_t* qh = x + 16;
+      int is = 0;
+      uint8_t u1 = 1, u2 = 2;
+      for (int j = 0; j < 256; j += 64) {
+        int s, m;
+        scale_min(is + 0, s, m);
+        const float d1 = d * float(s), m1 = mn * float(m);
+        scale_min(is + 1, s, m);
+        const float d2 = d * float(s), m2 = mn * float(m);
+        for (int l = 0; l < 32; ++l) *out++ = d1 * float((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; ++l) *out++ = d2 * float((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        ql += 32;
+        is += 2;
+        u1 = uint8_t(u1 << 2);
+        u2 = uint8_t(u2 << 2);
+      }
+      break;
+    }
+    default: ADD_FAILURE() << "no reference for " << weight_type_name(type);
+  }
+  return y;
+}
+
+TEST(Matmul, LegacyAndKQuantsDecodeAsLlamaCppReference) {
+  std::mt19937 rng(11);
+  for (WeightType type : {WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K,
+                          WeightType::Q5_K}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      const int64_t cols = weight_block_elements(type) * 3;
+      const auto data = random_weights(type, 1, cols, rng);
+      const WeightMatrix w{type, data.data(), 1, cols, data.size()};
+      std::vector<float> got(static_cast<size_t>(cols));
+      dequantize_row(w, 0, got.data());
+      for (int64_t b = 0; b < 3; ++b) {
+        const std::vector<float> expected =
+            reference_block(type, data.data() + size_t(b) * size_t(weight_block_bytes(type)));
+        for (size_t i = 0; i < expected.size(); ++i)
+          ASSERT_EQ(std::memcmp(&got[size_t(b) * expected.size() + i], &expected[i], 4), 0)
+              << weight_type_name(type) << " block " << b << " element " << i << ": " << got[size_t(b) * expected.size() + i]
+              << " vs " << expected[i];
+      }
+    }
   }
 }
 

@@ -400,11 +400,11 @@ TEST(TokenizerGguf, OptionalKeysDefault) {
 
 TEST(TokenizerGguf, RejectsOtherTokenizerModels) {
   const GgufVocab g;
-  const std::string path = write_vocab("gpt2", [&](gguf::Writer& w) {
-    w.add_string("tokenizer.ggml.model", "gpt2");
+  const std::string path = write_vocab("bert", [&](gguf::Writer& w) {
+    w.add_string("tokenizer.ggml.model", "bert");
     w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(g.tokens));
   });
-  expect_load_error(path, ErrorCode::Unsupported, "gpt2");
+  expect_load_error(path, ErrorCode::Unsupported, "\"bert\"");
   const std::string none = write_vocab("none", [&](gguf::Writer&) {});
   expect_load_error(none, ErrorCode::Corrupt, "tokenizer.ggml.model");
 }
@@ -460,9 +460,9 @@ struct VectorCase {
 // and is not part of it; "\n" on its own line between separators is the
 // string "\n"). The .out file has one line per string: " id id ...", empty for
 // the empty string. This is how llama.cpp's test-tokenizer-0 reads them.
-std::vector<VectorCase> read_vectors() {
-  std::string inp = slurp(test::data_path(kLlamaSpmInp));
-  const std::string out = slurp(test::data_path(kLlamaSpmOut));
+std::vector<VectorCase> read_vectors(const std::string& vocab = kLlamaSpm) {
+  std::string inp = slurp(test::data_path(vocab + ".inp"));
+  const std::string out = slurp(test::data_path(vocab + ".out"));
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<VectorCase> cases;
   size_t at = 0;
@@ -497,6 +497,63 @@ TEST(TokenizerLlamaSpm, ReproducesEveryReferenceVector) {
     passed += got == cases[i].ids;
   }
   std::cout << "[ vectors  ] " << passed << "/" << cases.size() << " reference strings reproduced\n";
+}
+
+// Every vocabulary we claim, through one test: the SentencePiece Llama
+// vocabulary and the byte-level BPE ones (each with its own pre-tokenizer).
+// Every line of llama.cpp's .out must be reproduced, and byte-level BPE
+// must decode each string back to its exact bytes.
+class TokenizerVectors : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TokenizerVectors, ReproducesEveryReferenceLine) {
+  const std::string vocab = std::string("tokenizer-vectors/ggml-vocab-") + GetParam() + ".gguf";
+  KVG_REQUIRE_TEST_DATA(vocab);
+  KVG_REQUIRE_TEST_DATA(vocab + ".inp");
+  KVG_REQUIRE_TEST_DATA(vocab + ".out");
+  const Tokenizer tok = load(vocab);
+  const std::vector<VectorCase> cases = read_vectors(vocab);
+  ASSERT_EQ(cases.size(), 46u);
+  size_t passed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Ids got = tok.encode(cases[i].text);
+    EXPECT_EQ(got, cases[i].ids) << GetParam() << " vector " << i << " " << escape(cases[i].text)
+                                 << "\n  expected" << show(cases[i].ids) << "\n  got     " << show(got);
+    passed += got == cases[i].ids;
+    if (tok.model() == TokenizerModel::Bpe) {
+      EXPECT_EQ(tok.decode(got), cases[i].text) << GetParam() << " vector " << i;
+    }
+  }
+  std::cout << "[ vectors  ] " << GetParam() << ": " << passed << "/" << cases.size()
+            << " reference strings reproduced\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVocabularies, TokenizerVectors,
+                         ::testing::Values("llama-spm", "gpt-2", "starcoder", "deepseek-coder", "falcon"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+// Control tokens written in the text are matched only when asked for; each
+// stretch of text after one is encoded as if it started the text (space
+// prefix included), as llama.cpp does.
+TEST(TokenizerLlamaSpm, ControlTokensInTextOnlyWhenAsked) {
+  KVG_REQUIRE_TEST_DATA(kLlamaSpm);
+  const Tokenizer& tok = llama_spm();
+  Ids expected = {1};
+  const Ids hello = tok.encode("Hello");
+  expected.insert(expected.end(), hello.begin(), hello.end());
+  EXPECT_EQ(tok.encode("<s>Hello", true), expected);
+  const Ids plain = tok.encode("<s>Hello");
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1), 0) << show(plain);
+  Ids both = tok.encode("a");
+  both.push_back(2);
+  const Ids b = tok.encode("b");
+  both.insert(both.end(), b.begin(), b.end());
+  EXPECT_EQ(tok.encode("a</s>b", true), both);
+  EXPECT_EQ(tok.encode("Hello", true), hello);
 }
 
 // Every reference string survives decode(encode(s)). That holds in

@@ -33,7 +33,21 @@ FileIdentity identify(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     throw Error(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Io,
                 "kvg.model: cannot access '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is a directory, not a GGUF model file");
   return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+// The model at `path`. Bytes that do not parse as a GGUF model are a wrong
+// setting (22023), not a damaged artifact: say which file and what it is not.
+std::shared_ptr<const Model> load_model(const std::string& path) {
+  try {
+    return Model::load(path);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Corrupt) throw;
+    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +
+                                                "); a superuser sets kvg.model to the path of one");
+  }
 }
 
 }  // namespace
@@ -47,7 +61,7 @@ std::shared_ptr<const Model> current_model() {
   const FileIdentity identity = identify(path);
   if (!loaded.model || loaded.path != path || !(loaded.identity == identity)) {
     loaded = {};  // drop the old mapping before mapping the new file
-    loaded = {path, identity, Model::load(path)};
+    loaded = {path, identity, load_model(path)};
   }
   return loaded.model;
 }

@@ -84,6 +84,80 @@ inline void decode_chunk(WeightType type, const uint8_t* row, int64_t k, int n, 
       }
       return;
     }
+    case WeightType::Q4_1: {  // block: f16 d, f16 m, 16 bytes; low nibbles are elements 0..15
+      // w = d*q + m: the product is exact, the sum rounds once.
+      const uint8_t* block = row + size_t(k / 32) * 20;
+      const float d = f16_to_f32(load_u16(block)), m = f16_to_f32(load_u16(block + 2));
+      const bool high = (k % 32) != 0;
+      for (int i = 0; i < n; ++i) out[i] = d * float(high ? (block[4 + i] >> 4) : (block[4 + i] & 0x0f)) + m;
+      return;
+    }
+    case WeightType::Q5_0:    // block: f16 d, 4 bytes of fifth bits, 16 bytes of nibbles
+    case WeightType::Q5_1: {  // block: f16 d, f16 m, then the same
+      // Q5_0: w = d*(q-16), exact. Q5_1: w = d*q + m, the sum rounds once.
+      const bool q51 = type == WeightType::Q5_1;
+      const uint8_t* block = row + size_t(k / 32) * (q51 ? 24 : 22);
+      const float d = f16_to_f32(load_u16(block)), m = q51 ? f16_to_f32(load_u16(block + 2)) : 0.0f;
+      const uint8_t* qh = block + (q51 ? 4 : 2);
+      const uint8_t* qs = qh + 4;
+      const int e0 = int(k % 32);
+      for (int i = 0; i < n; ++i) {
+        const int e = e0 + i;
+        const int q = (e < 16 ? (qs[e] & 0x0f) : (qs[e - 16] >> 4)) | (q5_high_bit(qh, e) << 4);
+        out[i] = q51 ? d * float(q) + m : d * float(q - 16);
+      }
+      return;
+    }
+    case WeightType::Q2_K: {
+      // 256 per block: 16 bytes of (scale | min << 4) for sub-blocks of 16,
+      // 64 bytes of 2-bit values (128 elements share 32 bytes, 2 bits each
+      // at shifts 0, 2, 4, 6), f16 d, f16 dmin.
+      // w = (d*scale)*q - dmin*min: the products are exact, the difference rounds once.
+      const uint8_t* block = row + size_t(k / 256) * 84;
+      const float d = f16_to_f32(load_u16(block + 80)), dmin = f16_to_f32(load_u16(block + 82));
+      const int e = int(k % 256), half = e / 128, j = (e % 128) / 32, l0 = e % 32;
+      const int sc = block[half * 8 + j * 2 + (l0 >= 16)];
+      const float scale = d * float(sc & 0x0f), offset = dmin * float(sc >> 4);
+      const uint8_t* qs = block + 16 + half * 32;
+      for (int i = 0; i < n; ++i) out[i] = scale * float((qs[l0 + i] >> (2 * j)) & 3) - offset;
+      return;
+    }
+    case WeightType::Q3_K: {
+      // 256 per block: 32 bytes of high bits (bit half*4+j of byte l), 64
+      // bytes of low 2-bit values (as Q2_K), 12 bytes of packed 6-bit scales,
+      // f16 d. q = low - (high bit ? 0 : 4), w = (d*(scale-32))*q: exact.
+      const uint8_t* block = row + size_t(k / 256) * 110;
+      const float d = f16_to_f32(load_u16(block + 108));
+      const int e = int(k % 256), half = e / 128, j = (e % 128) / 32, l0 = e % 32;
+      const float scale = d * float(q3k_scale(block + 96, half * 8 + j * 2 + (l0 >= 16)) - 32);
+      const uint8_t* qs = block + 32 + half * 32;
+      for (int i = 0; i < n; ++i) {
+        const int l = l0 + i;
+        const int q = ((qs[l] >> (2 * j)) & 3) - (((block[l] >> (half * 4 + j)) & 1) ? 0 : 4);
+        out[i] = scale * float(q);
+      }
+      return;
+    }
+    case WeightType::Q5_K: {
+      // 256 per block: f16 d, f16 dmin, 12 bytes of 6-bit (scale, min) as
+      // Q4_K, 32 bytes of fifth bits (bit sub of byte e%32), 128 bytes of
+      // nibbles as Q4_K. w = (d*scale)*q - dmin*min: the products are exact,
+      // the difference rounds once.
+      const uint8_t* block = row + size_t(k / 256) * 176;
+      const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
+      const int e = int(k % 256), sub = e / 32, l0 = e % 32;
+      int sc, mn;
+      q4k_scale_min(block + 4, sub, &sc, &mn);
+      const float scale = d * float(sc), offset = dmin * float(mn);
+      const uint8_t* qh = block + 16;
+      const uint8_t* q = block + 48 + (e / 64) * 32;
+      for (int i = 0; i < n; ++i) {
+        const int l = l0 + i;
+        const int nibble = (sub & 1) ? (q[l] >> 4) : (q[l] & 0x0f);
+        out[i] = scale * float(nibble | (((qh[l] >> sub) & 1) << 4)) - offset;
+      }
+      return;
+    }
   }
 }
 

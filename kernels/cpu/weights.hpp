@@ -2,9 +2,8 @@
 // storage formats below, row r starting at data + r * row_bytes.
 //
 // Every format dequantizes to fp32 by one fixed formula (docs/recipe.md); for
-// all but Q6_K the result is exact (an f16 scale times a small integer is
-// representable), so quantized weights change only memory traffic, never the
-// arithmetic of the recipe.
+// every format the integer parts and the f16 scales are decoded exactly; the
+// table in docs/recipe.md says which float steps round.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +14,8 @@
 
 namespace kvg {
 
-enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K };
+// Later formats are appended, so the existing values never change.
+enum class WeightType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K };
 
 const char* weight_type_name(WeightType t);
 // Elements per block and bytes per block of each format.
@@ -48,6 +48,12 @@ KVG_HOST_DEVICE decltype(auto) with_weight_type(WeightType t, F&& f) {
     case T::Q4_0: return f(std::integral_constant<T, T::Q4_0>{});
     case T::Q4_K: return f(std::integral_constant<T, T::Q4_K>{});
     case T::Q6_K: return f(std::integral_constant<T, T::Q6_K>{});
+    case T::Q4_1: return f(std::integral_constant<T, T::Q4_1>{});
+    case T::Q5_0: return f(std::integral_constant<T, T::Q5_0>{});
+    case T::Q5_1: return f(std::integral_constant<T, T::Q5_1>{});
+    case T::Q2_K: return f(std::integral_constant<T, T::Q2_K>{});
+    case T::Q3_K: return f(std::integral_constant<T, T::Q3_K>{});
+    case T::Q5_K: return f(std::integral_constant<T, T::Q5_K>{});
     case T::F32: break;
   }
   return f(std::integral_constant<T, T::F32>{});

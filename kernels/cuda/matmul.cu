@@ -128,9 +128,15 @@ __global__ void __launch_bounds__(kThreads)
 int64_t block_elements(WeightType t) {
   switch (t) {
     case WeightType::Q8_0:
-    case WeightType::Q4_0: return 32;
+    case WeightType::Q4_0:
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1: return 32;
     case WeightType::Q4_K:
-    case WeightType::Q6_K: return 256;
+    case WeightType::Q6_K:
+    case WeightType::Q2_K:
+    case WeightType::Q3_K:
+    case WeightType::Q5_K: return 256;
     default: return 1;
   }
 }

@@ -69,7 +69,54 @@ __device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
     const uint8_t byte = block[16 + (e / 64) * 32 + (e % 32)];
     const int nibble = (e % 64) >= 32 ? (byte >> 4) : (byte & 0x0f);
     return __fsub_rn(__fmul_rn(scale, float(nibble)), offset);
-  } else {  // Q6_K
+  } else if constexpr (kType == WeightType::Q4_1) {  // f16 d, f16 m, 16 bytes: w = d*q + m
+    const uint8_t* block = row + (k >> 5) * 20;
+    const float d = f16_to_f32(load_u16(block)), m = f16_to_f32(load_u16(block + 2));
+    const int i = int(k & 31);
+    const uint8_t byte = block[4 + (i & 15)];
+    return __fadd_rn(__fmul_rn(d, float(i < 16 ? (byte & 0x0f) : (byte >> 4))), m);
+  } else if constexpr (kType == WeightType::Q5_0 || kType == WeightType::Q5_1) {
+    // f16 d, (Q5_1: f16 m), 4 bytes of fifth bits, 16 bytes of nibbles.
+    constexpr bool q51 = kType == WeightType::Q5_1;
+    const uint8_t* block = row + (k >> 5) * (q51 ? 24 : 22);
+    const float d = f16_to_f32(load_u16(block));
+    const uint8_t* qh = block + (q51 ? 4 : 2);
+    const int e = int(k & 31);
+    const uint8_t byte = qh[4 + (e & 15)];
+    const int q = (e < 16 ? (byte & 0x0f) : (byte >> 4)) | (q5_high_bit(qh, e) << 4);
+    if constexpr (q51) return __fadd_rn(__fmul_rn(d, float(q)), f16_to_f32(load_u16(block + 2)));
+    else return __fmul_rn(d, float(q - 16));
+  } else if constexpr (kType == WeightType::Q2_K) {
+    // 16 bytes of (scale | min << 4), 64 bytes of 2-bit values, f16 d, f16 dmin.
+    const uint8_t* block = row + (k >> 8) * 84;
+    const float d = f16_to_f32(load_u16(block + 80)), dmin = f16_to_f32(load_u16(block + 82));
+    const int e = int(k & 255), half = e / 128, j = (e % 128) / 32, l = e % 32;
+    const int sc = block[half * 8 + j * 2 + (l >= 16)];
+    const float scale = __fmul_rn(d, float(sc & 0x0f)), offset = __fmul_rn(dmin, float(sc >> 4));
+    const int q = (block[16 + half * 32 + l] >> (2 * j)) & 3;
+    return __fsub_rn(__fmul_rn(scale, float(q)), offset);
+  } else if constexpr (kType == WeightType::Q3_K) {
+    // 32 bytes of high bits, 64 bytes of low 2-bit values, 12 bytes of scales, f16 d.
+    const uint8_t* block = row + (k >> 8) * 110;
+    const float d = f16_to_f32(load_u16(block + 108));
+    const int e = int(k & 255), half = e / 128, j = (e % 128) / 32, l = e % 32;
+    const float scale = __fmul_rn(d, float(q3k_scale(block + 96, half * 8 + j * 2 + (l >= 16)) - 32));
+    const int q = ((block[32 + half * 32 + l] >> (2 * j)) & 3) - (((block[l] >> (half * 4 + j)) & 1) ? 0 : 4);
+    return __fmul_rn(scale, float(q));
+  } else if constexpr (kType == WeightType::Q5_K) {
+    // f16 d, f16 dmin, 12 bytes of (scale, min) as Q4_K, 32 bytes of fifth
+    // bits, 128 bytes of nibbles as Q4_K. w = (d*scale)*q - dmin*min.
+    const uint8_t* block = row + (k >> 8) * 176;
+    const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
+    const int e = int(k & 255), sub = e / 32, l = e % 32;
+    int sc, mn;
+    q4k_scale_min(block + 4, sub, &sc, &mn);
+    const float scale = __fmul_rn(d, float(sc)), offset = __fmul_rn(dmin, float(mn));
+    const uint8_t byte = block[48 + (e / 64) * 32 + l];
+    const int q = ((sub & 1) ? (byte >> 4) : (byte & 0x0f)) | (((block[16 + l] >> sub) & 1) << 4);
+    return __fsub_rn(__fmul_rn(scale, float(q)), offset);
+  } else {
+    static_assert(kType == WeightType::Q6_K, "a weight format without a CUDA decoder");
     // 256 per block: 128 bytes of low nibbles, 64 bytes of high 2-bit pairs,
     // 16 int8 sub-block scales, f16 d. w = (d*scale)*(q-32).
     const uint8_t* block = row + (k >> 8) * 210;

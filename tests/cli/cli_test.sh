@@ -59,6 +59,15 @@ check "info names the model" bash -c "'$kvg' info --model '$model' | grep -q 'fi
 check "info --json is one object" bash -c "'$kvg' info --model '$q8' --json | grep -q '\"kv_heads\":4,\"head_dim\":16'"
 check "tokenize prints ids on one line" bash -c "[ \"\$('$kvg' tokenize --model '$model' --text 'Once upon a time')\" = '403 407 261 378' ]"
 check "tokenize --bos prepends 1" bash -c "[ \"\$('$kvg' tokenize --model '$model' --text 'Once upon a time' --bos)\" = '1 403 407 261 378' ]"
+# Tokenizing reads only the vocabulary: GPT-2's file names an architecture
+# (gpt2) the engine cannot run, and still tokenizes.
+gpt2_vocab=$data/tokenizer-vectors/ggml-vocab-gpt-2.gguf
+check "tokenize works on a vocabulary-only file of any architecture" \
+  bash -c "[ \"\$('$kvg' tokenize --model '$gpt2_vocab' --text 'Hello world')\" = '15496 995' ]"
+check "tokenize --special matches control tokens, and only then" bash -c "
+  [ \"\$('$kvg' tokenize --model '$gpt2_vocab' --text 'a<|endoftext|>' --special)\" = '64 50256' ] &&
+  [ \"\$('$kvg' tokenize --model '$gpt2_vocab' --text 'a<|endoftext|>')\" != '64 50256' ]"
+check "tokenize --bench reports tokens/s" bash -c "'$kvg' tokenize --model '$gpt2_vocab' --text 'Hello world' --bench | grep -q 'tokens/s'"
 
 tokens=1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337
 h1=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/a.bin")

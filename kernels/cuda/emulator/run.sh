@@ -39,6 +39,6 @@ compile "$repo/tests/test_cuda.cpp" "$out/test_cuda.o"
 for pid in "${pids[@]}"; do wait "$pid"; done
 # Objects first: they replace the CPU-only build's CUDA stubs in the archives.
 "${cxx[@]}" "${objects[@]}" "$build/tests/libkvg_test_support.a" "$build/engine/libkvg_engine.a" \
-  "$build/kernels/libkvg_kernels.a" "$build/storage/libkvg_storage.a" -lgtest_main -lgtest -lcrypto -lpthread \
+  "$build/kernels/libkvg_kernels.a" "$build/storage/libkvg_storage.a" -lgtest_main -lgtest -lcrypto -lpcre2-8 -lpthread \
   -o "$out/kvg_test_cuda_emulated"
 exec "$out/kvg_test_cuda_emulated" "$@"
