@@ -14,7 +14,7 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 declare -A sources=(
   [gguf]="engine/gguf/gguf_file.cpp"
   [artifact]="$(cd "$repo" && ls storage/*.cpp | tr '\n' ' ')"
-  [tokenizer]="engine/gguf/gguf_file.cpp $(cd "$repo" && ls engine/tokenizer*.cpp | tr '\n' ' ')"
+  [tokenizer]="engine/gguf/gguf_file.cpp engine/pretokenizer.cpp $(cd "$repo" && ls engine/tokenizer*.cpp | tr '\n' ' ')"
 )
 export KVG_FUZZ_MODEL=${KVG_FUZZ_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -22,7 +22,7 @@ failed=0
 for name in gguf artifact tokenizer; do
   bin=$out/fuzz_$name
   if [ ! -x "$bin" ] || [ -n "$(cd "$repo" && find tests/fuzz/fuzz_$name.cpp ${sources[$name]} -newer "$bin")" ]; then
-    (cd "$repo" && "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$name.cpp" ${sources[$name]} -lcrypto -o "$bin") ||
+    (cd "$repo" && "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$name.cpp" ${sources[$name]} -lcrypto -lpcre2-8 -o "$bin") ||
       { echo "fuzz_$name: does not build"; failed=1; continue; }
   fi
   corpus=$out/corpus_$name

@@ -40,8 +40,8 @@ SELECT set_config('kvg.model', :'copy', false) \g /dev/null
 SELECT kvg_generate('Once upon a time', 8) AS expected \gset
 SELECT is(kvg_generate('Once upon a time', 8), :'expected', 'the copy generates');
 \! truncate -s 600000 "$KVG_COPY"
-SELECT throws_ok($$SELECT kvg_generate('Once upon a time', 8)$$, 'XX001', NULL,
-                 'truncated under the backend: the next call is refused as corrupt (no SIGBUS)');
+SELECT throws_ok($$SELECT kvg_generate('Once upon a time', 8)$$, '22023', NULL,
+                 'truncated under the backend: the next call refuses it as not a GGUF model (no SIGBUS)');
 SELECT throws_like($$SELECT kvg_generate('Once upon a time', 8)$$, '%extends past end of file (size 600000)%',
                    'and says where the file ends');
 SELECT is(pg_backend_pid() > 0, true, 'the backend survives');
