@@ -39,7 +39,7 @@ rss() {  # sums VmRSS (kB) of this database's client backends, sampled mid-run
 }
 
 run() {  # run CLIENTS SECONDS TAG
-  (cd "$out" && pgbench -n -c "$1" -j "$1" -T "$2" -D artifact="$artifact" -l --log-prefix="$3" \
+  (cd "$out" && pgbench -n -c "$1" -j "$1" -T "$2" -D artifact="'$artifact'" -l --log-prefix="$3" \
     "${args[@]/#scripts/$repo/scripts}" $db >"$out/$3.txt" 2>&1) &
   local bench=$!
   sleep $(($2 / 2 + 1))

@@ -1,1 +1,1 @@
-SELECT exact FROM kvg_graft_check(:'artifact', ' there was a little girl');
+SELECT exact FROM kvg_graft_check(:artifact, ' there was a little girl');
