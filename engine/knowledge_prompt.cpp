@@ -51,14 +51,15 @@ std::vector<std::string> knowledge_segments(const KnowledgeTemplate& tmpl, const
   return segments;
 }
 
-SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments) {
+SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments,
+                                  const ProgressCheck& check) {
   size_t bytes = 0;
   for (const std::string& segment : segments) bytes += segment.size();
   check_prompt_bytes(model, bytes, "knowledge prompt");
   SegmentedPrompt prompt;
   for (const std::string& segment : segments) {
     const std::vector<int32_t> tokens =
-        prompt.tokens.empty() ? fresh_prompt(model, segment) : model.tokenizer().encode_continuation(segment);
+        prompt.tokens.empty() ? fresh_prompt(model, segment, check) : model.tokenizer().encode_continuation(segment, check);
     // A segment that encodes to nothing adds no boundary (links hold >= 1 token).
     if (tokens.empty()) continue;
     prompt.tokens.insert(prompt.tokens.end(), tokens.begin(), tokens.end());

@@ -47,6 +47,7 @@ struct SegmentedPrompt {
 
 // The first segment is a fresh prompt (BOS when the model adds one), each
 // later one is encoded as the continuation of the tokens before it.
-SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments);
+SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments,
+                                  const ProgressCheck& check = {});
 
 }  // namespace kvg

@@ -27,10 +27,10 @@ void check_prompt_tokens(const Model& model, size_t n_tokens) {
                                            std::to_string(model.config().n_ctx));
 }
 
-std::vector<int32_t> fresh_prompt(const Model& model, std::string_view text) {
+std::vector<int32_t> fresh_prompt(const Model& model, std::string_view text, const ProgressCheck& check) {
   check_prompt_bytes(model, text.size(), "prompt");
   const Tokenizer& tok = model.tokenizer();
-  std::vector<int32_t> prompt = tok.add_bos() ? tok.encode_with_bos(text) : tok.encode(text);
+  std::vector<int32_t> prompt = tok.add_bos() ? tok.encode_with_bos(text, check) : tok.encode(text, false, check);
   check_prompt_tokens(model, prompt.size());
   return prompt;
 }
@@ -41,10 +41,11 @@ std::vector<int32_t> chain_tokens(const Digest& leaf, const ArtifactOpener& open
   return tokens;
 }
 
-std::vector<int32_t> prompt_after_chain(const Model& model, const std::vector<int32_t>& chain, std::string_view text) {
+std::vector<int32_t> prompt_after_chain(const Model& model, const std::vector<int32_t>& chain, std::string_view text,
+                                        const ProgressCheck& check) {
   check_prompt_bytes(model, text.size(), "prompt");
   std::vector<int32_t> prompt = chain;
-  const std::vector<int32_t> rest = model.tokenizer().encode_continuation(text);
+  const std::vector<int32_t> rest = model.tokenizer().encode_continuation(text, check);
   prompt.insert(prompt.end(), rest.begin(), rest.end());
   check_prompt_tokens(model, prompt.size());
   return prompt;

@@ -13,7 +13,8 @@ namespace kvg {
 
 // Work is bounded before it begins (docs/security.md): text that cannot fit
 // in the context is refused by its length, before it is tokenized, and a
-// prompt by its token count as soon as it is encoded.
+// prompt by its token count as soon as it is encoded. Tokenizing calls
+// `check` as it goes, so a caller can cancel it.
 //
 // The most bytes of prompt text the model's context can hold.
 size_t max_prompt_bytes(const Model& model);
@@ -23,12 +24,13 @@ void check_prompt_bytes(const Model& model, size_t bytes, const char* what);
 void check_prompt_tokens(const Model& model, size_t n_tokens);
 
 // Text with nothing before it (BOS first when the model adds one).
-std::vector<int32_t> fresh_prompt(const Model& model, std::string_view text);
+std::vector<int32_t> fresh_prompt(const Model& model, std::string_view text, const ProgressCheck& check = {});
 
 // Every token of the artifact chain ending in `leaf`, root first.
 std::vector<int32_t> chain_tokens(const Digest& leaf, const ArtifactOpener& open);
 
 // The chain's tokens, then `text` encoded as their continuation.
-std::vector<int32_t> prompt_after_chain(const Model& model, const std::vector<int32_t>& chain, std::string_view text);
+std::vector<int32_t> prompt_after_chain(const Model& model, const std::vector<int32_t>& chain, std::string_view text,
+                                        const ProgressCheck& check = {});
 
 }  // namespace kvg

@@ -109,10 +109,11 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 
-std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, bool parse_special,
+                                              const ProgressCheck& check) const {
   std::vector<int32_t> ids;
   if (vocab_.add_bos) ids.push_back(vocab_.bos);
-  const std::vector<int32_t> body = encode(text, parse_special);
+  const std::vector<int32_t> body = encode(text, parse_special, check);
   ids.insert(ids.end(), body.begin(), body.end());
   if (vocab_.add_eos) ids.push_back(vocab_.eos);
   return ids;
@@ -123,8 +124,8 @@ int32_t Tokenizer::find_piece(std::string_view piece) const {
   return it == piece_to_id_.end() ? -1 : it->second;
 }
 
-std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text) const {
-  std::vector<int32_t> ids = encode(text, false);
+std::vector<int32_t> Tokenizer::encode_with_bos(std::string_view text, const ProgressCheck& check) const {
+  std::vector<int32_t> ids = encode(text, false, check);
   ids.insert(ids.begin(), vocab_.bos);
   return ids;
 }

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/progress.hpp"
+
 namespace kvg::gguf { class File; }
 
 namespace kvg {
@@ -52,14 +54,18 @@ class Tokenizer {
   // Control tokens' text ("<|endoftext|>", "</s>") is matched as that token
   // only when parse_special is true; otherwise it is ordinary text.
   // User-defined tokens are always matched whole.
-  std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
+  // Every encode_* calls `check` every few thousand steps, so a caller can
+  // stop a long encoding (it throws; the tokenizer holds no state).
+  std::vector<int32_t> encode(std::string_view text, bool parse_special = false,
+                              const ProgressCheck& check = {}) const;
   // A prompt as the vocabulary asks for it: BOS first when add_bos, EOS last
   // when add_eos (both from the GGUF).
-  std::vector<int32_t> encode_prompt(std::string_view text, bool parse_special = false) const;
-  std::vector<int32_t> encode_with_bos(std::string_view text) const;
+  std::vector<int32_t> encode_prompt(std::string_view text, bool parse_special = false,
+                                     const ProgressCheck& check = {}) const;
+  std::vector<int32_t> encode_with_bos(std::string_view text, const ProgressCheck& check = {}) const;
   // Text that continues earlier tokens (after an artifact's prefix): encoded
   // without the space prefix, so " and" stays one leading space.
-  std::vector<int32_t> encode_continuation(std::string_view text) const;
+  std::vector<int32_t> encode_continuation(std::string_view text, const ProgressCheck& check = {}) const;
   // One token's text as it appears in decoded output (byte tokens give their byte,
   // control tokens give ""). `previous` lets the leading-space rule apply: the
   // first piece after BOS drops the space that add_space_prefix inserted.
@@ -80,14 +86,16 @@ class Tokenizer {
   const Vocabulary& vocabulary() const { return vocab_; }
 
  private:
-  std::vector<int32_t> encode_text(std::string_view text, bool space_prefix) const;
+  std::vector<int32_t> encode_text(std::string_view text, bool space_prefix, const ProgressCheck& check) const;
   // Splits text at special tokens (control/unknown ones only when
   // parse_special) and encodes the rest with encode_raw.
-  std::vector<int32_t> encode_special(std::string_view text, bool parse_special, bool space_prefix) const;
-  void encode_raw(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
+  std::vector<int32_t> encode_special(std::string_view text, bool parse_special, bool space_prefix,
+                                      const ProgressCheck& check) const;
+  void encode_raw(std::string_view text, bool space_prefix, std::vector<int32_t>& out,
+                  const ProgressCheck& check) const;
   // Byte-level BPE (tokenizer_bpe.cpp).
   void init_bpe();
-  void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_bpe(std::string_view text, std::vector<int32_t>& out, const ProgressCheck& check) const;
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   std::string decode_bpe_piece(int32_t id) const;
   // Lets the merge loop look up a std::string_view without building a string.

@@ -109,8 +109,12 @@ std::string Tokenizer::decode_bpe_piece(int32_t id) const {
   return out;
 }
 
-void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
-  for (const std::string_view word : pre_->split(text)) bpe_word(word, out);
+void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out, const ProgressCheck& check) const {
+  PollEvery poll(check, 1024);
+  for (const std::string_view word : pre_->split(text)) {
+    poll.step();
+    bpe_word(word, out);
+  }
 }
 
 void Tokenizer::bpe_word(std::string_view word, std::vector<int32_t>& out) const {

@@ -95,20 +95,21 @@ struct BigramOrder {
 
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
-  return encode_special(text, parse_special, vocab_.add_space_prefix);
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special, const ProgressCheck& check) const {
+  return encode_special(text, parse_special, vocab_.add_space_prefix, check);
 }
 
-std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text) const {
-  return encode_special(text, false, false);
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text, const ProgressCheck& check) const {
+  return encode_special(text, false, false, check);
 }
 
-void Tokenizer::encode_raw(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
+void Tokenizer::encode_raw(std::string_view text, bool space_prefix, std::vector<int32_t>& out,
+                           const ProgressCheck& check) const {
   if (vocab_.model == TokenizerModel::Bpe) {
-    encode_bpe(text, out);
+    encode_bpe(text, out, check);
     return;
   }
-  const std::vector<int32_t> ids = encode_text(text, space_prefix);
+  const std::vector<int32_t> ids = encode_text(text, space_prefix, check);
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
@@ -117,9 +118,10 @@ void Tokenizer::encode_raw(std::string_view text, bool space_prefix, std::vector
 // piece by piece. SentencePiece finds its user-defined pieces during the
 // merge itself (encode_text), so here it only looks for control tokens.
 // After a special token, the next stretch gets the space prefix again.
-std::vector<int32_t> Tokenizer::encode_special(std::string_view text, bool parse_special, bool space_prefix) const {
+std::vector<int32_t> Tokenizer::encode_special(std::string_view text, bool parse_special, bool space_prefix,
+                                               const ProgressCheck& check) const {
   const bool bpe = vocab_.model == TokenizerModel::Bpe;
-  if (!bpe && !parse_special) return encode_text(text, space_prefix);
+  if (!bpe && !parse_special) return encode_text(text, space_prefix, check);
   struct Fragment {
     std::string_view text;  // plain text, or empty for a token
     int32_t id;             // -1 for plain text
@@ -151,15 +153,17 @@ std::vector<int32_t> Tokenizer::encode_special(std::string_view text, bool parse
       ids.push_back(f.id);
       prefix = space_prefix;
     } else {
-      encode_raw(f.text, prefix, ids);
+      encode_raw(f.text, prefix, ids, check);
       prefix = false;
     }
   }
   return ids;
 }
 
-std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_prefix) const {
+std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_prefix,
+                                            const ProgressCheck& check) const {
   if (text.empty()) return {};
+  PollEvery poll(check, 4096);
   const std::string norm = normalize(text, space_prefix);
   if (norm.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
     throw Error(ErrorCode::OutOfRange, "tokenizer: text of " + std::to_string(text.size()) +
@@ -171,6 +175,7 @@ std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_pr
   symbols.reserve(norm.size());
   nodes.reserve(norm.size() * 2);
   for (size_t pos = 0; pos < norm.size();) {
+    poll.step();
     size_t len = 0;
     bool frozen = false;
     for (const int32_t id : user_defined_) {
@@ -205,6 +210,7 @@ std::vector<int32_t> Tokenizer::encode_text(std::string_view text, bool space_pr
   for (size_t i = 1; i < symbols.size(); ++i) try_pair(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
 
   while (!queue.empty()) {
+    poll.step();
     const Bigram top = queue.top();
     queue.pop();
     Symbol& l = symbols[top.left];

@@ -13,12 +13,14 @@ set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
 kvg=$repo/build/cli/kvg
-model=${KVG_MODEL:-$repo/tests/data/models/stories260K.gguf}
+# By default the server's own copy of the test model (pg-cluster.sh start
+# stages it): the server opens the file, and may not reach the repository.
+model=${KVG_MODEL:-$pg_files/models/stories260K.gguf}
 [ -d "$repo/build" ] && cmake --build "$repo/build" --target kvg >/dev/null
 [ -x "$kvg" ] || { echo "no $kvg: run scripts/build.sh first" >&2; exit 1; }
-[ -f "$model" ] || { echo "no model at $model: set KVG_MODEL=/path/to/stories260K.gguf" >&2; exit 1; }
 
 "$repo/scripts/pg-cluster.sh" start >/dev/null
+[ -f "$model" ] || { echo "no model at $model: set KVG_MODEL=/path/to/stories260K.gguf" >&2; exit 1; }
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory;" \
   "files and .pgdata on $(df --output=source,fstype "$pg_data" | tail -1 | tr -s ' ')"
 # The plain files go next to the cluster's data, on the same disk. As root the

@@ -8,16 +8,18 @@
 #      without, and a forged one refused;
 #   4. the import quota refusing a role and kvg.storage_usage.
 #
-#   KVG_MODEL=/path/model.gguf scripts/bench-trust.sh      (default: the vendored stories260K)
+#   KVG_MODEL=/path/model.gguf scripts/bench-trust.sh      (default: the server's copy of the vendored
+#                                                           stories260K; a KVG_MODEL must be readable by the server)
 #   KVG_BENCH_HOLD=20 (seconds the transaction stays open), KVG_BENCH_CLIENTS=2
 set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
-model=${KVG_MODEL:-$repo/tests/data/models/stories260K.gguf}
+model=${KVG_MODEL:-$pg_files/models/stories260K.gguf}
 hold=${KVG_BENCH_HOLD:-20}
 clients=${KVG_BENCH_CLIENTS:-2}
 db=kvg_bench_trust
-[ -r "$model" ] || { echo "no readable model at $model (set KVG_MODEL)" >&2; exit 2; }
+
 "$repo/scripts/pg-cluster.sh" start >/dev/null
+[ -r "$model" ] || { echo "no readable model at $model (set KVG_MODEL)" >&2; exit 2; }
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 psql -X -q -d "$db" -c "CREATE EXTENSION kvg" -c "ALTER DATABASE $db SET kvg.model = '$model'" \
   -c "ALTER DATABASE $db SET kvg.device = 'cpu'"

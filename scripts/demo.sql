@@ -110,7 +110,7 @@ ORDER BY q.n;
 SELECT * FROM kvg.stats;
 
 \echo
-\echo == Audit: one hash-chained row per engine call, written in the call's transaction, linked at its commit
+\echo == Audit: one hash-chained row per engine call, written in the same transaction, linked into the chain at commit
 SELECT seq, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
        left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out, kv_proven
 FROM kvg.audit ORDER BY seq;

@@ -11,30 +11,26 @@
 
 #include "common/error.hpp"
 #include "engine/artifact_recheck.hpp"
+#include "engine/gguf/gguf_file.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/knowledge_prompt.hpp"
 #include "engine/prompt.hpp"
 #include "engine/synth_model.hpp"
 #include "tests/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg {
 namespace {
 
+// Two layers and GQA, so that layer and head offsets are exercised.
 std::shared_ptr<const Model> small_model() {
   static std::shared_ptr<const Model> model = [] {
-    SynthOptions o;
-    o.n_embd = 32;
+    SynthOptions o = test::tiny_synth_options();
     o.n_layer = 2;
     o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_ff = 64;
-    o.n_vocab = 300;
-    o.n_ctx = 64;
     o.seed = 7;
-    const std::string path = test::temp_dir("recheck") + "/model.gguf";
-    write_synth_model(o, path);
-    return Model::load(path);
+    return test::load_synth(o, "recheck");
   }();
   return model;
 }
@@ -170,6 +166,29 @@ TEST(PromptBounds, TextThatCannotFitIsRefusedBeforeTokenizing) {
   }
   EXPECT_THROW(tokenize_segments(model, {std::string(limit, 'a'), std::string(1, 'a')}), Error);
   EXPECT_EQ(fresh_prompt(model, "ab").front(), 1);
+}
+
+// Long encodings call the caller's check as they go, so that a cancel
+// stops them: the SentencePiece merge and the BPE word loop.
+TEST(PromptBounds, TokenizingPollsTheCheckAndStopsWhenItThrows) {
+  const std::string text = [] {
+    std::string t;
+    while (t.size() < 200000) t += "Once upon a time, there was a little girl named Lily. ";
+    return t;
+  }();
+  std::vector<const char*> vocabularies = {"tokenizer-vectors/ggml-vocab-llama-spm.gguf",
+                                           "tokenizer-vectors/ggml-vocab-gpt-2.gguf"};
+  for (const char* vocab : vocabularies) {
+    KVG_REQUIRE_TEST_DATA(vocab);
+    const Tokenizer tok = Tokenizer::from_gguf(*gguf::File::open(test::data_path(vocab)));
+    int calls = 0;
+    const std::vector<int32_t> ids = tok.encode(text, false, [&] { ++calls; });
+    EXPECT_GE(calls, 10) << vocab;
+    EXPECT_EQ(ids, tok.encode(text)) << vocab << ": polling changes nothing";
+    const ProgressCheck cancel = [] { throw Error(ErrorCode::Cancelled, "cancelled"); };
+    EXPECT_THROW(tok.encode(text, false, cancel), Error) << vocab;
+    EXPECT_THROW(tok.encode_continuation(text, cancel), Error) << vocab;
+  }
 }
 
 }  // namespace

@@ -6,25 +6,13 @@
 #include "engine/device.hpp"
 #include "engine/session.hpp"
 #include "engine/synth_model.hpp"
-#include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg {
 namespace {
 
 std::shared_ptr<const Model> tiny_model() {
-  static std::shared_ptr<const Model> model = [] {
-    SynthOptions o;
-    o.n_embd = 32;
-    o.n_layer = 1;
-    o.n_head = 2;
-    o.n_head_kv = 2;
-    o.n_ff = 64;
-    o.n_vocab = 300;
-    o.n_ctx = 64;
-    const std::string path = test::temp_dir("device") + "/model.gguf";
-    write_synth_model(o, path);
-    return Model::load(path);
-  }();
+  static std::shared_ptr<const Model> model = test::load_synth(test::tiny_synth_options(), "device");
   return model;
 }
 

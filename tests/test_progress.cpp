@@ -9,6 +9,7 @@
 #include "engine/session.hpp"
 #include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg::cli {
 namespace {
@@ -77,14 +78,7 @@ TEST(ProgressLine, ScaledUnits) {
 
 // The engine's side: what it reports, and that reporting changes no bit.
 TEST(EngineProgress, PrefillReportsEachChunkAndSynthReportsBytes) {
-  SynthOptions o;
-  o.n_embd = 32;
-  o.n_layer = 1;
-  o.n_head = 2;
-  o.n_head_kv = 2;
-  o.n_ff = 64;
-  o.n_vocab = 300;
-  o.n_ctx = 64;
+  const SynthOptions o = test::tiny_synth_options();
   const std::string path = test::temp_dir("progress") + "/model.gguf";
   std::vector<std::pair<int64_t, int64_t>> bytes;
   write_synth_model(o, path, [&](int64_t done, int64_t total) { bytes.emplace_back(done, total); });

@@ -46,7 +46,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   const Route route = route_question(library, question);
   const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question));
+      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts);
   const int64_t n = int64_t(prompt.tokens.size());
 
   Session session(call.model, call.options);

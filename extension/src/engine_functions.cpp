@@ -39,7 +39,7 @@ struct ChainPrompt {
 
 ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
   const std::vector<int32_t> chain = chain_tokens(leaf, call.open);
-  return {prompt_after_chain(*call.model, chain, text), StoredPrefix{leaf, int64_t(chain.size())}};
+  return {prompt_after_chain(*call.model, chain, text, kCheckInterrupts), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
 void refuse_empty(const std::string& text, const char* name) {
@@ -77,7 +77,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
     grafted = Grafted{parent, session.n_past(), 0, call.store.chain_trusted(*parent)};
     warn_unproven(grafted);
   } else {
-    prompt = fresh_prompt(*call.model, prefix);
+    prompt = fresh_prompt(*call.model, prefix, kCheckInterrupts);
   }
   const int64_t from = session.n_past();
   if (int64_t(prompt.size()) <= from)
@@ -132,7 +132,7 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
   if (!artifact) refuse_empty(text, "prompt");
   Session session(call.model, call.options);
   const ChainPrompt prompt =
-      artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text), {}};
+      artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text, kCheckInterrupts), {}};
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens, prompt.chain);
   warn_unproven(grafted);
   GenerateOptions options;

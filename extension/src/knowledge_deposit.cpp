@@ -38,7 +38,7 @@ struct Captured {
 Captured capture_prompt(EngineCall& call, const Deposit& entry) {
   const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question));
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts);
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
   const auto began = std::chrono::steady_clock::now();

@@ -86,7 +86,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
   if (known) notice("the question is already in the library: kvg_solve solves it again but deposits nothing");
 
   const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
-  const SegmentedPrompt prompt = tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question));
+  const SegmentedPrompt prompt = tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts);
   const int64_t n = int64_t(prompt.tokens.size());
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
