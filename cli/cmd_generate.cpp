@@ -1,12 +1,30 @@
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "cli/args.hpp"
 #include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "engine/generate.hpp"
+#include "engine/output_text.hpp"
 
 namespace kvg::cli {
+
+namespace {
+
+std::string hex_bytes(std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
 
 int cmd_generate(const Args& args) {
   auto model = load_model(args);
@@ -29,9 +47,13 @@ int cmd_generate(const Args& args) {
   const bool json = args.has("json");
   const Tokenizer& tok = model->tokenizer();
   int32_t previous = prompt.empty() ? -1 : prompt.back();
+  // Printed text is always valid UTF-8: a character split across tokens is
+  // held back until it completes, invalid bytes print as U+FFFD
+  // (docs/output-bytes.md); --json gives the raw bytes as well.
+  OutputTextStream text;
   if (!json) {
     options.on_token = [&](int32_t token) {
-      std::fputs(tok.decode_piece(token, previous).c_str(), stdout);
+      std::fputs(text.feed(tok.decode_piece(token, previous)).c_str(), stdout);
       std::fflush(stdout);
       previous = token;
       return true;
@@ -40,13 +62,14 @@ int cmd_generate(const Args& args) {
   const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
   const GenerateResult result = generate(session, rest, options);
   if (json) {
-    std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"stopped_at_eos\":%s,"
+    const std::string bytes = tok.decode(result.tokens);
+    std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
                 "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
                 join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
-                json_escape(tok.decode(result.tokens)).c_str(), result.stopped_at_eos ? "true" : "false",
+                json_escape(output_text(bytes)).c_str(), hex_bytes(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
                 (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
   } else {
-    std::printf("\n");
+    std::printf("%s\n", text.finish().c_str());
   }
   return 0;
 }

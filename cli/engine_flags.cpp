@@ -17,6 +17,7 @@ Flags engine_flags(Flags more) {
       {"threads", "N", "worker threads, 1..256 (default 1; the bits do not change)"},
       {"isa", "I", "scalar|avx2|avx512|auto: the CPU kernels (default: the best; the bits do not change)"},
       {"max-context", "N", "positions the KV cache holds (default: the model's context length)"},
+      {"max-kv-memory", "BYTES", "refuse a context whose KV cache needs more bytes (default: unbounded)"},
       {"device", "D", "cpu|cuda|auto: where the forward pass runs (default cpu; the bits do not change)"},
   };
   flags.insert(flags.end(), more.begin(), more.end());
@@ -29,6 +30,9 @@ EngineOptions engine_options(const Args& args) {
   if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
   if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);
   options.max_context = args.get_int("max-context", 0);
+  options.max_kv_bytes = args.get_int("max-kv-memory", 0);
+  if (options.max_kv_bytes < 0) throw Error(ErrorCode::InvalidArgument, "--max-kv-memory must be >= 0");
+  options.kv_limit_name = "--max-kv-memory";
   options.device = device_flag(args);
   return options;
 }

@@ -43,11 +43,18 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
       rope_(model_->config().rope_dim, model_->config().rope_base),
       cache_(model_->config().n_layer, model_->config().kv_row_floats(),
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
-                                     : model_->config().n_ctx),
+                                     : model_->config().n_ctx,
+             options.max_kv_bytes, options.kv_limit_name),
       scratch_(std::make_shared<Scratch>()) {
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
   if (*choice.runs_on != Device::Cuda) return;
+  // The GPU mirror is allocated for the whole context at once.
+  if (options_.max_kv_bytes > 0 && cache_.bytes_for(cache_.max_positions()) > options_.max_kv_bytes)
+    throw Error(ErrorCode::OutOfRange, "a context of " + std::to_string(cache_.max_positions()) + " positions needs " +
+                                           std::to_string(cache_.bytes_for(cache_.max_positions())) +
+                                           " bytes of KV cache on the GPU, above " + options_.kv_limit_name + " = " +
+                                           std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
     cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
     return;

@@ -6,16 +6,35 @@
 
 namespace kvg {
 
-KvCache::KvCache(int n_layer, int row_floats, int64_t max_positions)
-    : row_floats_(row_floats), max_positions_(max_positions), k_(size_t(n_layer)), v_(size_t(n_layer)) {}
+KvCache::KvCache(int n_layer, int row_floats, int64_t max_positions, int64_t max_bytes, const char* limit_name)
+    : row_floats_(row_floats),
+      max_positions_(max_positions),
+      max_bytes_(max_bytes),
+      limit_name_(limit_name),
+      k_(size_t(n_layer)),
+      v_(size_t(n_layer)) {}
+
+int64_t KvCache::bytes_for(int64_t positions) const {
+  return 2 * int64_t(k_.size()) * positions * int64_t(row_floats_) * int64_t(sizeof(float));
+}
 
 void KvCache::reserve(int64_t n) {
   if (n <= reserved_) return;
   if (n > max_positions_)
     throw Error(ErrorCode::OutOfRange, "context of " + std::to_string(n) + " positions exceeds the limit of " +
                                            std::to_string(max_positions_));
-  // Grow geometrically so a long decode reallocates only a few times.
-  const int64_t target = std::min(max_positions_, std::max<int64_t>(n, std::max<int64_t>(256, reserved_ * 2)));
+  // Refused before anything is allocated: the process never grows past the
+  // bound (and never meets the OOM killer on its account).
+  if (max_bytes_ > 0 && bytes_for(n) > max_bytes_)
+    throw Error(ErrorCode::OutOfRange,
+                "a context of " + std::to_string(n) + " positions needs " + std::to_string(bytes_for(n)) +
+                    " bytes of KV cache (" + std::to_string(bytes_for(1)) + " per position), above " + limit_name_ +
+                    " = " + std::to_string(max_bytes_) + " bytes");
+  // Grow geometrically so a long decode reallocates only a few times, never
+  // past what the bound allows.
+  int64_t cap = max_positions_;
+  if (max_bytes_ > 0) cap = std::min(cap, max_bytes_ / std::max<int64_t>(1, bytes_for(1)));
+  const int64_t target = std::min(cap, std::max<int64_t>(n, std::max<int64_t>(256, reserved_ * 2)));
   for (auto& layer : k_) layer.resize(size_t(target * row_floats_));
   for (auto& layer : v_) layer.resize(size_t(target * row_floats_));
   reserved_ = target;

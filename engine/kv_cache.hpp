@@ -12,7 +12,13 @@ namespace kvg {
 
 class KvCache {
  public:
-  KvCache(int n_layer, int row_floats, int64_t max_positions);
+  // `max_bytes` bounds K and V together (0: unbounded); `limit_name` names
+  // that bound in the error that refuses a context beyond it.
+  KvCache(int n_layer, int row_floats, int64_t max_positions, int64_t max_bytes = 0,
+          const char* limit_name = "the KV memory limit");
+
+  // Bytes K and V take for `positions` positions.
+  int64_t bytes_for(int64_t positions) const;
 
   int n_layer() const { return int(k_.size()); }
   int row_floats() const { return row_floats_; }
@@ -29,6 +35,8 @@ class KvCache {
   int row_floats_;
   int64_t max_positions_;
   int64_t reserved_ = 0;
+  int64_t max_bytes_ = 0;
+  const char* limit_name_;
   std::vector<std::vector<float>> k_, v_;
 };
 

@@ -31,6 +31,11 @@ struct EngineOptions {
   int64_t max_context = 0;  // 0: the model's context length
   // On a GPU: the bound on each pinned staging buffer (CudaForward).
   size_t gpu_staging_bytes = CudaForward::kDefaultStagingBytes;
+  // The most bytes this context's KV cache may take (0: unbounded); a context
+  // that would need more is refused before it is allocated. `kv_limit_name`
+  // names the setting in that error (kvg.max_kv_memory, --max-kv-memory).
+  int64_t max_kv_bytes = 0;
+  const char* kv_limit_name = "the KV memory limit";
 };
 
 enum class LogitsFor { None, Last, All };

@@ -12,7 +12,10 @@ For every audit row in the manifest it recomputes
     each row's prev_hash is the previous row's row_hash (and 64 zeros for
     the chain's first row), and the head, when the manifest reaches it,
     names the last row;
-  * the output hash: SHA-256 of output_text's UTF-8 bytes is output_sha256.
+  * the output: output_sha256 is the SHA-256 of the raw output bytes
+    (output_bytes, hexadecimal, when the model's bytes were not valid text;
+    otherwise output_text's UTF-8), and output_text is those bytes with each
+    ill-formed UTF-8 subpart and NUL replaced by U+FFFD (docs/output-bytes.md).
 
 With --answers it also re-scores the answers: KEY.json maps a question to its
 right answer; an 'answer' row whose input_sha256 is the SHA-256 of a key's
@@ -35,7 +38,7 @@ V2_FIELDS = ["id", "at", "role", "operation", "model_fingerprint", "recipe", "in
              "verified", "output_text", "graft_us", "prefill_us", "decode_us", "prev_hash"]
 ENCODINGS = {
     "kvg-audit-v2": V2_FIELDS,
-    "kvg-audit-v3": ["id", "seq"] + V2_FIELDS[1:-1] + ["kv_proven", "prev_hash"],
+    "kvg-audit-v3": ["id", "seq"] + V2_FIELDS[1:-1] + ["kv_proven", "output_bytes", "prev_hash"],
 }
 
 
@@ -62,6 +65,24 @@ def row_hash(entry, encoding):
 
 def sha256_text(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def output_problem(entry):
+    """What is wrong with a row's output fields, or None."""
+    text, raw_hex = entry.get("output_text"), entry.get("output_bytes")
+    if raw_hex is None:
+        if text is not None and sha256_text(text) != entry.get("output_sha256"):
+            return "output_sha256 is not the SHA-256 of output_text"
+        return None
+    try:
+        raw = bytes.fromhex(raw_hex)
+    except ValueError:
+        return "output_bytes is not hexadecimal"
+    if hashlib.sha256(raw).hexdigest() != entry.get("output_sha256"):
+        return "output_sha256 is not the SHA-256 of output_bytes"
+    if text != raw.decode("utf-8", "replace").replace("\0", "\ufffd"):
+        return "output_text is not output_bytes with invalid UTF-8 replaced by U+FFFD"
+    return None
 
 
 def words(text):
@@ -95,8 +116,9 @@ def check(manifest):
             problems.append((rid, "a row of the chain is missing before this one (seq)"))
         if previous is None and seq == 1 and entry.get("prev_hash") != ZERO_HASH:
             problems.append((rid, "the first audit row does not link to 64 zeros"))
-        if entry.get("output_text") is not None and sha256_text(entry["output_text"]) != entry.get("output_sha256"):
-            problems.append((rid, "output_sha256 is not the SHA-256 of output_text"))
+        problem = output_problem(entry)
+        if problem:
+            problems.append((rid, problem))
         previous = entry
     head = manifest.get("head")
     if previous is not None and head and head.get("last_id") == previous.get("id") \

@@ -12,6 +12,13 @@
 #      re-checked offline by scripts/kvg-manifest-check.py.
 #   5. Progress NOTICEs of a long capture (kvg.progress_notices), which only
 #      a client sees.
+#   6. reliability: tests/pgtap/reliability/*.sql in a fresh database (output
+#      that is not UTF-8, and its manifest re-checked offline; DROP EXTENSION
+#      without orphaned large objects; kvg.max_kv_memory; a model file
+#      truncated, replaced and removed between calls).
+#   7. crash safety: tests/crash/crash_test.sh SIGKILLs backends mid-call and
+#      stops a throwaway cluster with -m immediate, then checks artifacts,
+#      orphans, knowledge entries and the audit chain.
 # The server reads the test models and fixtures itself, so KVG_TEST_DATA and
 # KVG_FIXTURES point at copies the server's user owns (pg-env.sh: $pg_files).
 # Prints each step's counts and a totals line; with KVG_COUNTS=FILE it also
@@ -133,6 +140,42 @@ status=$?
 tail -8 "$log/bench_store"
 # Here a server answers, so a skip (77) is a failure too.
 if [ $status = 0 ]; then count bench_store 1 0 0; else count bench_store 0 1 0; fi
+
+echo "== reliability (tests/pgtap/reliability: output bytes, orphans, memory bound, model file changes)"
+# A synthetic model that emits bytes that are not UTF-8, and a directory the
+# tests copy, truncate and remove a model in (psql \! runs as this user).
+reliability_tmp=$(mktemp -d /tmp/kvg-reliability.XXXXXX)
+chmod 755 "$reliability_tmp"
+export KVG_RELIABILITY_TMP=$reliability_tmp
+manifest=$pg_run/kvg_reliability_manifest.json
+if "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" synth --out "$KVG_FIXTURES/synth.gguf" --seed 1 --n-ctx 512 >/dev/null &&
+  server_readable "$KVG_FIXTURES" && fresh_db kvg_reliability kvg pgtap; then
+  pg_prove --verbose -d kvg_reliability tests/pgtap/reliability/01_output_bytes.sql >"$log/reliability-output" 2>&1
+  tap reliability-output "$log/reliability-output" $?
+  # Offline: the rows with raw bytes re-hash, and a changed output byte is caught.
+  if psql -X -At -d kvg_reliability -c 'SELECT kvg_manifest()' >"$manifest" &&
+    python3 scripts/kvg-manifest-check.py "$manifest" && python3 - "$manifest" <<'PY' &&
+import json, sys
+m = json.load(open(sys.argv[1]))
+e = next(e for e in m["entries"] if e.get("output_bytes"))
+e["output_bytes"] = ("00" if e["output_bytes"][:2] != "00" else "01") + e["output_bytes"][2:]
+json.dump(m, open(sys.argv[1] + ".bad", "w"))
+PY
+    ! python3 scripts/kvg-manifest-check.py "$manifest.bad" >/dev/null 2>&1; then
+    count reliability-manifest 1 0 0
+  else
+    count reliability-manifest 0 1 0
+  fi
+  pg_prove --verbose -d kvg_reliability tests/pgtap/reliability/02_orphans.sql \
+    tests/pgtap/reliability/03_limits_and_files.sql >"$log/reliability" 2>&1
+  tap reliability "$log/reliability" $?
+else
+  count reliability-setup 0 1 0
+fi
+rm -rf "$reliability_tmp"
+
+echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"
+if bash tests/crash/crash_test.sh; then count crash 1 0 0; else count crash 0 1 0; fi
 
 echo "PostgreSQL tests: ${totals[0]} passed, ${totals[1]} failed, ${totals[2]} skipped"
 if [ ${#failed[@]} -gt 0 ]; then

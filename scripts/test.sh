@@ -72,6 +72,17 @@ else
   record emulator 0 1 0
 fi
 
+echo "== Fuzzing (libFuzzer with ASan and UBSan: GGUF reader, artifact reader, tokenizer; tests/fuzz)"
+KVG_FUZZ_SECONDS=${KVG_FUZZ_SECONDS:-15} bash "$repo/tests/fuzz/fuzz.sh" "$repo/build" 2>&1 | tee "$log/fuzz"
+fuzz_status=${PIPESTATUS[0]}
+if [ "$fuzz_status" = 77 ] && [ "$ci" != true ]; then
+  record fuzz 0 0 3
+  why+=("3 fuzzers: no clang/libFuzzer")
+else
+  p=$(grep -c 'no crash' "$log/fuzz")
+  record fuzz "$p" $((3 - p)) 0
+fi
+
 echo "== PostgreSQL extension"
 "$repo/scripts/pg-test.sh"
 pg_status=$?

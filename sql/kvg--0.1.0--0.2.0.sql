@@ -358,3 +358,176 @@ GRANT SELECT ON kvg.audit, kvg.audit_head TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
                           kvg.audit_row_hash(kvg.audit), kvg.audit_field(text) TO kvg_auditor;
 GRANT SELECT ON kvg.storage_usage TO kvg_user;
+
+-- Output bytes (docs/output-bytes.md) ---------------------------------------------------
+
+-- A model emits bytes, which need not be UTF-8. Text results and
+-- output_text hold them as valid text (U+FFFD for what is not UTF-8, and for
+-- NUL); output_sha256 is the SHA-256 of the raw bytes, and output_bytes keeps
+-- them when they differ from output_text's UTF-8 (NULL otherwise), so a
+-- manifest re-hashes what the model really produced. output_bytes is part of
+-- the kvg-audit-v3 row hash, after kv_proven (docs/audit-chain.md).
+ALTER TABLE kvg.audit ADD COLUMN output_bytes bytea;
+ALTER TABLE kvg.audit_pending ADD COLUMN output_bytes bytea;
+
+CREATE OR REPLACE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT encode(sha256(convert_to(
+           a.row_encoding || E'\n'
+           || kvg.audit_field(a.id::text)
+           || CASE WHEN a.row_encoding = 'kvg-audit-v3' THEN kvg.audit_field(a.seq::text) ELSE '' END
+           || kvg.audit_field((extract(epoch FROM a.at) * 1000000)::bigint::text)
+           || kvg.audit_field(a.role::text)
+           || kvg.audit_field(a.operation)
+           || kvg.audit_field(a.model_fingerprint)
+           || kvg.audit_field(a.recipe)
+           || kvg.audit_field(a.input_sha256)
+           || kvg.audit_field(a.artifact_sha256)
+           || kvg.audit_field(a.output_sha256)
+           || kvg.audit_field(a.logits_sha256)
+           || kvg.audit_field(a.tokens_in::text)
+           || kvg.audit_field(a.tokens_out::text)
+           || kvg.audit_field(a.tokens_grafted::text)
+           || kvg.audit_field(a.mode)
+           || kvg.audit_field(a.knowledge_id::text)
+           || kvg.audit_field(CASE WHEN a.verified THEN 'true' WHEN NOT a.verified THEN 'false' END)
+           || kvg.audit_field(a.output_text)
+           || kvg.audit_field(a.graft_us::text)
+           || kvg.audit_field(a.prefill_us::text)
+           || kvg.audit_field(a.decode_us::text)
+           || CASE WHEN a.row_encoding = 'kvg-audit-v3'
+                   THEN kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
+                        || kvg.audit_field(encode(a.output_bytes, 'hex'))
+                   ELSE '' END
+           || kvg.audit_field(a.prev_hash),
+         'UTF8')), 'hex')
+$$;
+
+DROP FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
+                               bigint, boolean, text, bigint, bigint, bigint, boolean);
+CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
+                                 input_sha256 text, artifact_sha256 text, output_sha256 text,
+                                 logits_sha256 text, tokens_in integer, tokens_out integer,
+                                 tokens_grafted integer DEFAULT NULL, mode text DEFAULT NULL,
+                                 knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
+                                 output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
+                                 prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
+                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO kvg.audit_pending (id, at, role, operation, model_fingerprint, recipe, input_sha256, artifact_sha256,
+                                 output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode,
+                                 knowledge_id, verified, output_text, graft_us, prefill_us, decode_us, kv_proven,
+                                 row_encoding, output_bytes)
+  VALUES (nextval('kvg.audit_id_seq'), clock_timestamp(), role, operation, model_fingerprint, recipe, input_sha256,
+          artifact_sha256, output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode, knowledge_id,
+          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
+  RETURNING id
+$$;
+REVOKE EXECUTE ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer,
+                                            integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean,
+                                            bytea) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION public.kvg_manifest(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT jsonb_build_object(
+    'format', 'kvg-manifest-v2',
+    'from_seq', kvg_manifest.from_seq,
+    'to_seq', kvg_manifest.to_seq,
+    'head', (SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
+             FROM kvg.audit_head h),
+    'entries', coalesce(jsonb_agg(jsonb_build_object(
+        'row_encoding', a.row_encoding,
+        'id', a.id,
+        'seq', a.seq,
+        'at', (extract(epoch FROM a.at) * 1000000)::bigint,
+        'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'role', a.role,
+        'operation', a.operation,
+        'model_fingerprint', a.model_fingerprint,
+        'recipe', a.recipe,
+        'input_sha256', a.input_sha256,
+        'artifact_sha256', a.artifact_sha256,
+        'output_sha256', a.output_sha256,
+        'logits_sha256', a.logits_sha256,
+        'tokens_in', a.tokens_in,
+        'tokens_out', a.tokens_out,
+        'tokens_grafted', a.tokens_grafted,
+        'mode', a.mode,
+        'knowledge_id', a.knowledge_id,
+        'verified', a.verified,
+        'output_text', a.output_text,
+        'graft_us', a.graft_us,
+        'prefill_us', a.prefill_us,
+        'decode_us', a.decode_us,
+        'kv_proven', a.kv_proven,
+        'output_bytes', encode(a.output_bytes, 'hex'),
+        'prev_hash', a.prev_hash,
+        'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
+  FROM kvg.audit a
+  WHERE (kvg_manifest.from_seq IS NULL OR a.seq >= kvg_manifest.from_seq)
+    AND (kvg_manifest.to_seq IS NULL OR a.seq <= kvg_manifest.to_seq)
+$$;
+
+-- kvg_generate's output byte for byte (its SHA-256 is the audit row's output_sha256).
+CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 64, artifact text DEFAULT NULL,
+                                       seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) IS
+  'kvg_generate, returning the raw output bytes (which need not be UTF-8) instead of text.';
+REVOKE EXECUTE ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) TO kvg_user;
+
+-- No orphaned large objects (docs/artifact-lifecycle.md) -------------------------------
+
+-- Large objects cannot be extension members, so DROP EXTENSION kvg (or DROP
+-- SCHEMA kvg CASCADE) would leave every artifact's object behind. This event
+-- trigger fires before such a command (ddl_command_start: kvg.artifacts still
+-- exists) and unlinks them in the same transaction, so a drop that fails or
+-- rolls back keeps them. It has to fire before: an sql_drop trigger that is
+-- itself a member of the extension is gone, with the artifacts table, by the
+-- time sql_drop triggers run.
+CREATE FUNCTION kvg.drop_guard() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'kvg_drop_guard' LANGUAGE C;
+CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA') EXECUTE FUNCTION kvg.drop_guard();
+
+-- Both directions of orphan: a large object that looks like an artifact
+-- (owned by kvg's owner, beginning with the magic "KVGA") without a
+-- kvg.artifacts row, and a row whose large object is gone.
+CREATE FUNCTION public.kvg_orphans()
+RETURNS TABLE (kind text, loid oid, sha256 text, bytes bigint)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT 'object_without_row', m.oid, NULL::text,
+         (SELECT sum(length(p.data)) FROM pg_largeobject p WHERE p.loid = m.oid)::bigint
+  FROM pg_largeobject_metadata m
+  WHERE m.lomowner = (SELECT nspowner FROM pg_namespace WHERE nspname = 'kvg')
+    AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.loid = m.oid)
+    AND lo_get(m.oid, 0, 4) = '\x4b564741'::bytea
+  UNION ALL
+  SELECT 'row_without_object', a.loid, a.sha256, a.bytes
+  FROM kvg.artifacts a
+  WHERE NOT EXISTS (SELECT FROM pg_largeobject_metadata m WHERE m.oid = a.loid)
+  ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION public.kvg_orphans() IS
+  'Artifact large objects without a kvg.artifacts row, and rows without their large object (none: consistent).';
+
+-- Unlinks the objects kvg_orphans() finds without a row (after a DROP
+-- EXTENSION made before 0.2.0, a DROP OWNED, a restore into a database
+-- that held some): returns how many. Rows without an object are reported,
+-- never deleted: their content is gone, and deciding that is the owner's.
+CREATE FUNCTION public.kvg_vacuum() RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT count(lo_unlink(o.loid)) FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row'
+$$;
+COMMENT ON FUNCTION public.kvg_vacuum() IS
+  'Unlinks artifact large objects that no kvg.artifacts row names; returns how many.';
+REVOKE EXECUTE ON FUNCTION public.kvg_orphans(), public.kvg_vacuum(), kvg.drop_guard() FROM PUBLIC;

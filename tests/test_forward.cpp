@@ -220,3 +220,36 @@ TEST(Forward, RejectsOutOfVocabularyAndOverlongPrompts) {
 
 }  // namespace
 }  // namespace kvg
+
+namespace kvg {
+namespace {
+
+// kvg.max_kv_memory / --max-kv-memory: a context whose KV cache would not fit
+// is refused before it is allocated, with the bytes it needs in the message,
+// and the session stays usable within the bound.
+TEST(Forward, KvMemoryBoundRefusesBeforeAllocating) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto model = Model::load(test::data_path(test::kStories260K));
+  const int64_t per_position = 2 * int64_t(model->config().n_layer) * model->config().kv_row_floats() * 4;
+  EngineOptions options;
+  options.max_kv_bytes = 10 * per_position;  // room for 10 positions
+  options.kv_limit_name = "the test bound";
+  Session session(model, options);
+  const std::vector<int32_t> fits(10, 5), more(1, 5);
+  session.forward(fits, LogitsFor::Last, nullptr);
+  try {
+    session.forward(more, LogitsFor::Last, nullptr);
+    FAIL() << "a context beyond the KV bound was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfRange);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("11 positions needs " + std::to_string(11 * per_position) + " bytes"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("the test bound = " + std::to_string(10 * per_position)), std::string::npos) << message;
+  }
+  EXPECT_EQ(session.n_past(), 10);
+  EXPECT_EQ(session.kv_cache().bytes_for(1), per_position);
+}
+
+}  // namespace
+}  // namespace kvg

@@ -8,6 +8,7 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "engine/output_text.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_route.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -58,7 +59,10 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   options.on_token = [&line](int32_t token) { return line.feed(token); };
   const GenerateResult r =
       generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
-  const std::string answer = line.answer();
+  // The line as the model produced it (audited byte for byte) and as text
+  // (what is checked and returned): docs/output-bytes.md.
+  const std::string raw_answer = line.answer();
+  const std::string answer = output_text(raw_answer);
 
   // Compositions with knowledge are stored so the next call grafts them; a
   // cold question's prompt is not (it would store every question ever asked).
@@ -79,7 +83,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   AuditRecord audit = call.audit("answer");
   audit.input_sha256 = text_sha256(question);
   if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
-  audit.set_output(answer);
+  audit.set_output(raw_answer);
   audit.mode = route.mode_name();
   audit.knowledge_id = route.knowledge_id();
   audit.verified = verified;

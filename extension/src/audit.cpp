@@ -1,6 +1,7 @@
 #include "extension/src/audit.hpp"
 
 #include "common/error.hpp"
+#include "engine/output_text.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/spi.hpp"
 #include "storage/sha256.hpp"
@@ -24,21 +25,39 @@ SqlValue boolean(const std::optional<bool>& b) { return b ? SqlValue(*b ? "true"
 
 }  // namespace
 
-void AuditRecord::set_output(const std::string& text) {
-  output_text = text;
-  output_sha256 = to_hex(sha256(std::string_view(text)));
+void AuditRecord::set_output(const std::string& raw) {
+  output_text = kvg::output_text(raw);
+  output_bytes = *output_text == raw ? std::nullopt : std::optional<std::string>(raw);
+  output_sha256 = to_hex(sha256(std::string_view(raw)));
 }
+
+namespace {
+
+std::string hex_of(std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+}  // namespace
 
 int64_t audit_append(Spi& spi, const AuditRecord& r) {
   const std::string role = calling_role();
   OwnerRights owner;  // kvg_user cannot insert into kvg.audit itself
   auto rows = spi.run(
       "SELECT kvg.audit_insert($1, $2::name, $3, $4, $5, $6, $7, $8, $9::integer, $10::integer, $11::integer, $12, "
-      "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean)",
+      "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean, "
+      "pg_catalog.decode($20, 'hex'))",
       {r.operation, role, r.model_fingerprint, r.recipe, r.input_sha256, r.artifact_sha256, r.output_sha256,
        r.logits_sha256, number(r.tokens_in), number(r.tokens_out), number(r.tokens_grafted), r.mode,
        number(r.knowledge_id), boolean(r.verified), r.output_text, number(r.graft_us), number(r.prefill_us),
-       number(r.decode_us), boolean(r.kv_proven)});
+       number(r.decode_us), boolean(r.kv_proven),
+       r.output_bytes ? SqlValue(hex_of(*r.output_bytes)) : std::nullopt});
   if (rows.size() != 1 || !rows[0].at(0)) throw Error(ErrorCode::Internal, "kvg.audit_insert returned no id");
   return std::stoll(*rows[0][0]);
 }

@@ -21,7 +21,7 @@ struct AuditRecord {
   std::optional<std::string> recipe;
   std::optional<std::string> input_sha256;     // of the prompt / input bytes / question
   std::optional<std::string> artifact_sha256;  // the artifact used or produced
-  std::optional<std::string> output_sha256;    // of output_text
+  std::optional<std::string> output_sha256;    // of the output's raw bytes
   std::optional<std::string> logits_sha256;
   std::optional<int32_t> tokens_in;            // prompt tokens
   std::optional<int32_t> tokens_out;           // decoded tokens
@@ -29,14 +29,18 @@ struct AuditRecord {
   std::optional<std::string> mode;             // answers: "recurring", "transfer", "cold"
   std::optional<int64_t> knowledge_id;
   std::optional<bool> verified;
-  std::optional<std::string> output_text;      // the text output_sha256 hashes
+  std::optional<std::string> output_text;      // the output as text (engine/output_text.hpp)
+  // The raw bytes, only when they are not exactly output_text's UTF-8 (the
+  // model emitted bytes that are not UTF-8, or NUL): docs/output-bytes.md.
+  std::optional<std::string> output_bytes;
   std::optional<int64_t> graft_us, prefill_us, decode_us;
   // Every KV the call grafted or stored is known to be what this engine
   // computes for its tokens (docs/security.md).
   std::optional<bool> kv_proven;
 
-  // Sets output_text and its hash together.
-  void set_output(const std::string& text);
+  // Sets output_text, output_bytes and output_sha256 (of the raw bytes) together
+  // from what the model produced.
+  void set_output(const std::string& raw);
 };
 
 // Appends one row and returns its id (its chain position, seq, is given at

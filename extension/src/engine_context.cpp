@@ -69,6 +69,8 @@ std::shared_ptr<const Model> current_model() {
 EngineOptions current_engine_options() {
   EngineOptions options;
   options.threads = settings::threads();
+  options.max_kv_bytes = settings::max_kv_bytes();
+  options.kv_limit_name = "kvg.max_kv_memory";
   options.device = settings::device();
   return options;
 }

@@ -2,6 +2,7 @@
 // info. Each inference call appends one audit row in the caller's transaction.
 // The engine polls for cancellation between prefill chunks and decode steps;
 // artifacts are read from and written to the large-object store.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
+#include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
@@ -104,7 +106,12 @@ KVG_SQL_FUNCTION(kvg_capture) {
 // With an artifact, `prompt` is the text that follows the artifact's. With
 // kvg.prefix_reuse on, the longest stored chain that begins the prompt (and
 // continues the artifact, when given) is grafted: the output is the same.
-KVG_SQL_FUNCTION(kvg_generate) {
+// The text is always valid: bytes that are not UTF-8 become U+FFFD, and
+// kvg_generate_bytes (same arguments) returns the raw bytes; the audit row
+// keeps them either way (docs/output-bytes.md).
+namespace {
+
+std::string generate_raw(FunctionCallInfo fcinfo) {
   require_arg(fcinfo, 0, "prompt");
   require_arg(fcinfo, 1, "max_tokens");
   require_arg(fcinfo, 4, "temperature");
@@ -152,7 +159,21 @@ KVG_SQL_FUNCTION(kvg_generate) {
   audit.decode_us = to_micros(result.decode_seconds);
   audit.kv_proven = grafted.proven;
   audit_append(call.spi, audit);
-  return text_result(output);
+  return output;
+}
+
+}  // namespace
+
+KVG_SQL_FUNCTION(kvg_generate) { return text_result(output_text(generate_raw(fcinfo))); }
+
+// kvg_generate_bytes(...) returns bytea: kvg_generate's output as the model
+// produced it, byte for byte (its SHA-256 is the audit row's output_sha256).
+KVG_SQL_FUNCTION(kvg_generate_bytes) {
+  const std::string raw = generate_raw(fcinfo);
+  uint8_t* data = nullptr;
+  const Datum d = bytea_result(raw.size(), &data);
+  std::copy(raw.begin(), raw.end(), data);
+  return d;
 }
 
 // kvg_graft_check(artifact text, continuation text, samples int default 1)

@@ -8,6 +8,7 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "engine/output_text.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/knowledge_deposit.hpp"
 #include "extension/src/owner_rights.hpp"
@@ -107,8 +108,10 @@ KVG_SQL_FUNCTION(kvg_solve) {
     options.sampling.seed = uint64_t(attempt);
     options.check = kCheckInterrupts;
     const GenerateResult r = generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(n - 1)), options);
+    // Audited as produced; checked, deposited and returned as text
+    // (invalid bytes as U+FFFD: docs/output-bytes.md).
     const std::string output = call.model->tokenizer().decode(r.tokens);
-    const std::string answer = first_line(output);
+    const std::string answer = output_text(first_line(output));
     cost += int64_t(r.tokens.size());
     const bool ok = !answer.empty() && check(call.spi, StoredVerifier{verifier.spec, verifier.pin, calling_role()},
                                              question, answer, std::nullopt)
@@ -129,7 +132,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
     const int64_t audit_id = audit_append(call.spi, audit);
 
     std::optional<int64_t> knowledge_id;
-    if (ok && !known) knowledge_id = deposit(call, library, Deposit{question, trimmed(output), answer, verifier, cost});
+    if (ok && !known) knowledge_id = deposit(call, library, Deposit{question, output_text(trimmed(output)), answer, verifier, cost});
     rows.push_back({Int32GetDatum(attempt), text_result(answer), BoolGetDatum(ok),
                     Int32GetDatum(int32(r.tokens.size())), Int64GetDatum(cost),
                     Float8GetDatum(double(to_micros(r.prefill_seconds) + *audit.decode_us) / 1000),

@@ -53,6 +53,7 @@ int threads_value = 1;
 int max_threads_value = 1;
 int max_import_kb_value = 1 << 20;      // 1 GB
 int import_quota_kb_value = 10 << 20;   // 10 GB
+int max_kv_memory_kb_value = 1 << 20;  // 1 GB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
 int progress_notice_ms_value = 0;
@@ -133,10 +134,15 @@ void define() {
                            &transfer_min_similarity_value, 0.5, 0.0, 1.0, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.transfer_max_entries", "Most entries put before a question in transfer mode.", nullptr,
                           &transfer_max_entries_value, 2, 1, 16, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.max_kv_memory", "The most memory one kvg call's KV cache may take (0: unbounded).",
+                          "A context that would need more is refused (54000) before it is allocated.",
+                          &max_kv_memory_kb_value, 1 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
 const char* model_path() { return model_value ? model_value : ""; }
+int64_t max_kv_bytes() { return int64_t(max_kv_memory_kb_value) * 1024; }
 int threads() {
   if (threads_value > max_threads_value)
     throw Error(ErrorCode::InvalidArgument, "kvg.threads = " + std::to_string(threads_value) +

@@ -13,6 +13,7 @@ namespace kvg::pg::settings {
 void define();
 
 const char* model_path();  // "" when unset
+int64_t max_kv_bytes();    // kvg.max_kv_memory in bytes; 0: unbounded
 // kvg.threads; InvalidArgument when it exceeds kvg.max_threads.
 int threads();
 // Imports (docs/security.md): the largest one, and what one role may have

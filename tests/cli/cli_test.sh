@@ -133,6 +133,23 @@ check "synth prints nothing on stderr when it is not a terminal" bash -c "
   '$kvg' synth --out '$tmp/p.gguf' --n-embd 64 --n-layer 2 --vocab 300 2>'$tmp/e' >/dev/null && [ ! -s '$tmp/e' ]"
 check "capture prints no progress when stderr is not a terminal" bash -c "
   '$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga' 2>'$tmp/e' >/dev/null && ! grep -q 'tokens/s' '$tmp/e'"
+# Output that is not UTF-8 (temperature 5, seed 2 emits lone continuation
+# bytes): --json stays valid JSON, text has U+FFFD, bytes_hex the raw bytes
+# and decodes to the text by the documented rule; streamed text is valid UTF-8.
+check "generate --json is valid JSON when the model emits invalid UTF-8" bash -c "
+  '$kvg' generate --model '$model' --text 'Once upon a time' -n 32 --temperature 5 --seed 2 --json |
+  python3 -c 'import json,sys; d = json.loads(sys.stdin.buffer.read().decode(\"utf-8\")); b = bytes.fromhex(d[\"bytes_hex\"])
+exec(\"try: b.decode(\\\"utf-8\\\")\\nexcept UnicodeDecodeError: pass\\nelse: raise SystemExit(\\\"the bytes were valid\\\")\")
+assert d[\"text\"] == b.decode(\"utf-8\", \"replace\") and \"\\ufffd\" in d[\"text\"]'"
+check "generate streams valid UTF-8 when the model emits invalid bytes" bash -c "
+  '$kvg' generate --model '$model' --text 'Once upon a time' -n 32 --temperature 5 --seed 2 >'$tmp/g' &&
+  iconv -f UTF-8 -t UTF-8 '$tmp/g' >/dev/null && grep -q \$'\\xef\\xbf\\xbd' '$tmp/g'"
+check "--max-kv-memory refuses a context beyond it with the bytes it needs" bash -c "
+  '$kvg' generate --model '$model' --text 'Once upon a time' -n 32 --max-kv-memory 10000 >/dev/null 2>'$tmp/e'; [ \$? -ne 0 ] &&
+  grep -q 'needs 10240 bytes of KV cache (1280 per position), above --max-kv-memory = 10000 bytes' '$tmp/e'"
+check "--max-kv-memory lets a context within it run" bash -c "
+  '$kvg' generate --model '$model' --text 'Once upon a time' -n 2 --max-kv-memory 10000 --json | grep -q '\"tokens\":\[[0-9]*,[0-9]*\]'"
+
 if command -v script >/dev/null; then
   on_tty() { script -qefc "$1" /dev/null; }
   check "bench on a terminal shows a decode progress line" bash -c "

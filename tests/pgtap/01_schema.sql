@@ -26,7 +26,8 @@ SELECT columns_are('kvg', 'audit', ARRAY['id', 'at', 'role', 'operation', 'model
                                           'input_sha256', 'artifact_sha256', 'output_sha256', 'logits_sha256',
                                           'tokens_in', 'tokens_out', 'tokens_grafted', 'mode', 'knowledge_id',
                                           'verified', 'output_text', 'graft_us', 'prefill_us', 'decode_us',
-                                          'prev_hash', 'row_hash', 'seq', 'kv_proven', 'row_encoding']);
+                                          'prev_hash', 'row_hash', 'seq', 'kv_proven', 'row_encoding',
+                                         'output_bytes']);
 SELECT col_is_pk('kvg', 'audit', 'id', 'audit rows are keyed by id');
 SELECT col_type_is('kvg', 'audit', 'id', 'bigint', 'id is a bigint');
 SELECT col_default_is('kvg', 'audit', 'id', $$nextval('kvg.audit_id_seq'::regclass)$$, 'id is a bigserial');

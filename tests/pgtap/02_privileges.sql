@@ -1,7 +1,7 @@
 -- Nothing for PUBLIC; kvg_user may call the functions and read the catalogs
 -- but write nothing directly; the large objects belong to the schema owner.
 BEGIN;
-SELECT plan(34);
+SELECT plan(35);
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 GRANT SELECT ON fixture TO kvg_user;
@@ -14,22 +14,26 @@ JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.de
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(p.proname::text ORDER BY p.proname),
           ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
-                'kvg_export', 'kvg_generate', 'kvg_graft_check', 'kvg_import', 'kvg_learn', 'kvg_manifest',
-                'kvg_model_info', 'kvg_solve'],
+                'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_graft_check', 'kvg_import', 'kvg_learn',
+                'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_vacuum'],
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
 SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
 FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
                   'public.kvg_audit_verify()', 'public.kvg_learn(text, text, text, text, bigint)',
                   'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
-                  'public.kvg_answer_detail(text, integer)']) AS f;
+                  'public.kvg_answer_detail(text, integer)',
+                  'public.kvg_generate_bytes(text, integer, text, bigint, double precision)']) AS f;
+SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_orphans()', 'EXECUTE')
+          AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE'),
+          'kvg_user cannot list or remove orphaned large objects (the owner''s job)');
 SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE'),
           'kvg_user cannot produce manifests (they hold every role''s rows)');
 SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')
           AND has_table_privilege('kvg_auditor', 'kvg.audit', 'SELECT'), 'kvg_auditor reads the audit and produces manifests');
 SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit_pending', 'SELECT, INSERT, UPDATE, DELETE'),
           'kvg_user cannot touch pending audit rows');
-SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean, bytea)', 'EXECUTE'),
           'kvg_user cannot append audit rows itself');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.knowledge', 'SELECT') AND has_table_privilege('kvg_user', 'kvg.stats', 'SELECT'),
           'kvg_user reads the library and its accounting');

@@ -36,7 +36,8 @@ WHERE a.row_encoding = 'kvg-audit-v3' AND a.row_hash = encode(sha256(convert_to(
                            a.tokens_grafted::text, a.mode, a.knowledge_id::text,
                            CASE a.verified WHEN true THEN 'true' WHEN false THEN 'false' END,
                            a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text,
-                           CASE a.kv_proven WHEN true THEN 'true' WHEN false THEN 'false' END, a.prev_hash])
+                           CASE a.kv_proven WHEN true THEN 'true' WHEN false THEN 'false' END,
+                           encode(a.output_bytes, 'hex'), a.prev_hash])
               WITH ORDINALITY AS f(v, n)),
         'UTF8')), 'hex');
 SELECT is(prev_hash, repeat('0', 64), 'the first row links to 64 zeros')

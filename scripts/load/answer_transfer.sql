@@ -1,0 +1,1 @@
+SELECT kvg_answer('What color is the sky at night?');

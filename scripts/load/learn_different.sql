@@ -1,0 +1,2 @@
+\set n random(1, 300)
+SELECT kvg_learn('What is thing ' || :n || '?', 'Thing ' || :n || ' is red.', 'red');

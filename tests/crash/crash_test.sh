@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Crash safety: SIGKILL a backend in the middle of captures (large-object
+# writes), of kvg_learn, and of audited answers, and stop the server with
+# `pg_ctl stop -m immediate` during a batch of answers. After each restart:
+# every kvg.artifacts row's object verifies, no object is without a row,
+# no knowledge entry is half-written, kvg_audit_verify() is NULL and nothing
+# is left pending. Prints what it killed and what it found.
+#
+# Runs its own throwaway cluster (a temporary directory, port KVG_PGPORT+100,
+# Unix socket only), so the crash restarts never touch another test's server.
+# Needs the extension installed (scripts/pg-cluster.sh start does that).
+#   tests/crash/crash_test.sh            (from scripts/pg-test.sh)
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/pg-env.sh"
+model=${KVG_CRASH_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
+[ -f "$model" ] || { echo "crash test: no model at $model"; exit 1; }
+port=$((pg_port + 100))
+dir=$(mktemp -d /tmp/kvg-crash.XXXXXX)
+[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+data=$dir/data
+export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=crash
+failures=0
+
+ctl() { as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$dir/server.log" -w "$@" >/dev/null; }
+q() { psql -X -At -v ON_ERROR_STOP=1 -c "$1"; }
+cleanup() {
+  as_postgres "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || exit 1
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = $port
+max_connections = 20
+shared_buffers = 32MB
+restart_after_crash = on
+CONF
+ctl start || { cat "$dir/server.log"; exit 1; }
+psql -X -q -d postgres -c "CREATE DATABASE crash" || exit 1
+q "CREATE EXTENSION kvg" >/dev/null || exit 1
+q "ALTER DATABASE crash SET kvg.model = '$model'" >/dev/null
+q "ALTER DATABASE crash SET kvg.device = 'cpu'" >/dev/null
+# Something committed before the crashes: it must survive them intact.
+q "SELECT kvg_capture('Once upon a time')" >/dev/null || exit 1
+q "SELECT kvg_learn('What color is the sky?', 'The sky is blue.', 'blue')" >/dev/null || exit 1
+q "SELECT kvg_answer('What color is the sky?')" >/dev/null || exit 1
+
+wait_ready() {
+  for _ in $(seq 1 120); do
+    psql -X -At -c 'SELECT 1' >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "crash test: the server did not come back"; cat "$dir/server.log" | tail -20
+  return 1
+}
+
+# The checks after a restart; prints what it found, counts failures.
+check() {
+  local what=$1
+  wait_ready || { failures=$((failures + 1)); return; }
+  local found
+  found=$(q "SELECT format('%s artifacts (%s verify), %s orphans, %s knowledge entries (%s half-written), '
+                           '%s audit rows, %s pending, chain %s',
+    (SELECT count(*) FROM kvg.artifacts),
+    (SELECT count(*) FILTER (WHERE kvg_artifact_verify(sha256)) FROM kvg.artifacts),
+    (SELECT count(*) FROM kvg_orphans()),
+    (SELECT count(*) FROM kvg.knowledge),
+    (SELECT count(*) FROM kvg.knowledge k
+      WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = k.artifact_sha256)
+         OR NOT EXISTS (SELECT FROM kvg.audit u WHERE u.operation = 'learn' AND u.knowledge_id = k.id)),
+    (SELECT count(*) FROM kvg.audit),
+    (SELECT count(*) FROM kvg.audit_pending),
+    coalesce('broken at id ' || kvg_audit_verify(), 'verifies'))" 2>&1)
+  local bad
+  bad=$(q "SELECT (SELECT count(*) FILTER (WHERE NOT kvg_artifact_verify(sha256)) FROM kvg.artifacts)
+                + (SELECT count(*) FROM kvg_orphans())
+                + (SELECT count(*) FROM kvg.knowledge k
+                    WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = k.artifact_sha256)
+                       OR NOT EXISTS (SELECT FROM kvg.audit u WHERE u.operation = 'learn' AND u.knowledge_id = k.id))
+                + (SELECT count(*) FROM kvg.audit u WHERE u.operation = 'learn'
+                    AND NOT EXISTS (SELECT FROM kvg.knowledge k WHERE k.id = u.knowledge_id))
+                + (SELECT count(*) FROM kvg.audit_pending)
+                + (CASE WHEN kvg_audit_verify() IS NULL THEN 0 ELSE 1 END)" 2>&1)
+  if [ "$bad" = 0 ]; then
+    echo "  after $what: $found: ok"
+  else
+    echo "  after $what: $found: FAILED ($bad problems)"
+    failures=$((failures + 1))
+  fi
+}
+
+# Starts `sql` in a background psql, waits `delay` seconds, SIGKILLs its
+# backend, and says what it killed.
+kill_during() {
+  local label=$1 delay=$2 sql=$3
+  psql -X -At -c "SET application_name = 'kvg-crash-victim'" -c "$sql" >/dev/null 2>&1 &
+  local client=$!
+  sleep "$delay"
+  local victim
+  victim=$(q "SELECT pid || ' running ' || left(query, 60) FROM pg_stat_activity
+              WHERE application_name = 'kvg-crash-victim' AND state = 'active'" 2>/dev/null)
+  if [ -z "$victim" ]; then
+    echo "  $label: nothing running to kill (finished too early?)"; failures=$((failures + 1))
+  else
+    kill -9 "${victim%% *}"
+    echo "  killed backend $victim ($label)"
+  fi
+  wait "$client" 2>/dev/null
+  check "$label"
+}
+
+echo "crash test: cluster on port $port, model $model"
+check "setup"
+kill_during "captures (large-object writes)" 1.5 \
+  "SELECT count(kvg_capture(repeat('Once upon a time there was a girl. ', 20) || i)) FROM generate_series(1, 1000000) i"
+kill_during "kvg_learn of new questions" 1.5 \
+  "SELECT count(kvg_learn('What is thing ' || i || '?', 'Thing ' || i || ' is red.', 'red')) FROM generate_series(1, 1000000) i"
+kill_during "audited answers" 1.5 \
+  "SELECT count(kvg_answer('What color is the sky?')) FROM generate_series(1, 1000000)"
+kill_during "a transaction of captures, learns and answers" 1.5 \
+  "BEGIN; SELECT kvg_capture('Lily had a red ball'); SELECT kvg_learn('Who had a ball?', 'Lily had a red ball.', 'Lily');
+   SELECT count(kvg_answer('Who had a ball?')) FROM generate_series(1, 1000000)"
+
+# Immediate shutdown during a batch of answers, each its own transaction.
+for i in 1 2 3 4; do
+  (for j in $(seq 1 200); do q "SELECT kvg_answer('What color is the sky?')" >/dev/null 2>&1 || break; done) &
+done
+sleep 2
+committed=$(q "SELECT count(*) FROM kvg.audit WHERE operation = 'answer'")
+ctl stop -m immediate
+echo "  pg_ctl stop -m immediate during 4 sessions of answers ($committed answers committed when it was sent)"
+wait
+ctl start || { tail -20 "$dir/server.log"; exit 1; }
+check "immediate shutdown"
+after=$(q "SELECT count(*) FROM kvg.audit WHERE operation = 'answer'")
+if [ "$after" -lt "$committed" ]; then
+  echo "  FAILED: $committed answers were committed before the shutdown, $after after"
+  failures=$((failures + 1))
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "crash test: $failures FAILED"
+  exit 1
+fi
+echo "crash test: every check passed"
