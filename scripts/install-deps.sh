@@ -7,9 +7,10 @@ packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3
           libpq-dev   # libpq: kvg bench-store talks to the server as a client
           libpcre2-dev)  # PCRE2: the byte-level BPE pre-tokenizer regexes
-# --report: also Chromium, for the bench-report test alone (headless
-# screenshots of scripts/bench-report.py's page); nothing else needs it.
-[ "${1:-}" = --report ] && packages+=(chromium)
+# --tests: also the tools only tests use: Chromium (headless screenshots of
+# scripts/bench-report.py's page) and clang with its libFuzzer runtime (the
+# fuzz harnesses, tests/fuzz). scripts/test.sh asks for them; the demo not.
+[ "${1:-}" = --tests ] && packages+=(chromium clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

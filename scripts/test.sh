@@ -15,7 +15,7 @@ cannot_start() {  # nothing was tested: still end with the totals line
   echo "nothing ran: $1"
   exit 1
 }
-"$repo/scripts/install-deps.sh" || cannot_start "installing the Debian packages failed"
+"$repo/scripts/install-deps.sh" --tests || cannot_start "installing the Debian packages failed"
 "$repo/scripts/build.sh" || cannot_start "the build failed"
 jobs=$(nproc 2>/dev/null || echo 2)
 ci=false

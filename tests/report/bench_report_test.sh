@@ -13,8 +13,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$chrome" ]; then
-  [ "${CI:-}" = true ] && fail "no chromium (scripts/install-deps.sh --report installs it)"
-  echo "skipped: no chromium (scripts/install-deps.sh --report installs it)"
+  [ "${CI:-}" = true ] && fail "no chromium (scripts/install-deps.sh --tests installs it)"
+  echo "skipped: no chromium (scripts/install-deps.sh --tests installs it)"
   exit 77
 fi
 command -v python3 >/dev/null || fail "no python3"
