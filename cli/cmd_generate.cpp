@@ -8,23 +8,9 @@
 #include "cli/engine_flags.hpp"
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
+#include "storage/sha256.hpp"
 
 namespace kvg::cli {
-
-namespace {
-
-std::string hex_bytes(std::string_view bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-}  // namespace
 
 int cmd_generate(const Args& args) {
   auto model = load_model(args);
@@ -66,7 +52,7 @@ int cmd_generate(const Args& args) {
     std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
                 "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
                 join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
-                json_escape(output_text(bytes)).c_str(), hex_bytes(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
+                json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
                 (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
   } else {
     std::printf("%s\n", text.finish().c_str());

@@ -142,9 +142,12 @@ $$;
 --            was grafted on request, or an import was not recomputed).
 -- row_encoding  the canonical encoding row_hash is computed with; rows
 --            written by 0.1.0 keep kvg-audit-v2 (docs/audit-chain.md).
+-- output_bytes  the raw output when it is not exactly output_text's UTF-8
+--            (see "Output bytes" below).
 ALTER TABLE kvg.audit ADD COLUMN seq bigint, ADD COLUMN kv_proven boolean,
   ADD COLUMN row_encoding text NOT NULL DEFAULT 'kvg-audit-v3'
-    CHECK (row_encoding IN ('kvg-audit-v2', 'kvg-audit-v3'));
+    CHECK (row_encoding IN ('kvg-audit-v2', 'kvg-audit-v3')),
+  ADD COLUMN output_bytes bytea;
 ALTER TABLE kvg.audit DISABLE TRIGGER audit_append_only;
 UPDATE kvg.audit a SET seq = n.seq, row_encoding = 'kvg-audit-v2'
 FROM (SELECT id, row_number() OVER (ORDER BY id) AS seq FROM kvg.audit) n WHERE n.id = a.id;
@@ -182,6 +185,7 @@ AS $$
            || kvg.audit_field(a.decode_us::text)
            || CASE WHEN a.row_encoding = 'kvg-audit-v3'
                    THEN kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
+                        || kvg.audit_field(encode(a.output_bytes, 'hex'))
                    ELSE '' END
            || kvg.audit_field(a.prev_hash),
          'UTF8')), 'hex')
@@ -207,17 +211,17 @@ CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint te
                                  knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
                                  output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
                                  prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
-                                 kv_proven boolean DEFAULT NULL)
+                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL)
 RETURNS bigint
 LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
   INSERT INTO kvg.audit_pending (id, at, role, operation, model_fingerprint, recipe, input_sha256, artifact_sha256,
                                  output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode,
                                  knowledge_id, verified, output_text, graft_us, prefill_us, decode_us, kv_proven,
-                                 row_encoding)
+                                 row_encoding, output_bytes)
   VALUES (nextval('kvg.audit_id_seq'), clock_timestamp(), role, operation, model_fingerprint, recipe, input_sha256,
           artifact_sha256, output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode, knowledge_id,
-          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3')
+          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
   RETURNING id
 $$;
 
@@ -331,6 +335,7 @@ AS $$
         'prefill_us', a.prefill_us,
         'decode_us', a.decode_us,
         'kv_proven', a.kv_proven,
+        'output_bytes', encode(a.output_bytes, 'hex'),
         'prev_hash', a.prev_hash,
         'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
   FROM kvg.audit a
@@ -345,7 +350,8 @@ COMMENT ON FUNCTION public.kvg_manifest(bigint, bigint) IS
 
 REVOKE ALL ON kvg.audit_pending, kvg.storage_usage FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer,
-                                            integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean),
+                                            integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean,
+                                            bytea),
                            kvg.audit_first_bad(), kvg.function_pin(regprocedure), kvg.artifact_update_check(),
                            kvg.audit_move_pending(bigint, bigint, text), kvg.audit_link()
   FROM PUBLIC;
@@ -366,112 +372,8 @@ GRANT SELECT ON kvg.storage_usage TO kvg_user;
 -- NUL); output_sha256 is the SHA-256 of the raw bytes, and output_bytes keeps
 -- them when they differ from output_text's UTF-8 (NULL otherwise), so a
 -- manifest re-hashes what the model really produced. output_bytes is part of
--- the kvg-audit-v3 row hash, after kv_proven (docs/audit-chain.md).
-ALTER TABLE kvg.audit ADD COLUMN output_bytes bytea;
-ALTER TABLE kvg.audit_pending ADD COLUMN output_bytes bytea;
-
-CREATE OR REPLACE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT encode(sha256(convert_to(
-           a.row_encoding || E'\n'
-           || kvg.audit_field(a.id::text)
-           || CASE WHEN a.row_encoding = 'kvg-audit-v3' THEN kvg.audit_field(a.seq::text) ELSE '' END
-           || kvg.audit_field((extract(epoch FROM a.at) * 1000000)::bigint::text)
-           || kvg.audit_field(a.role::text)
-           || kvg.audit_field(a.operation)
-           || kvg.audit_field(a.model_fingerprint)
-           || kvg.audit_field(a.recipe)
-           || kvg.audit_field(a.input_sha256)
-           || kvg.audit_field(a.artifact_sha256)
-           || kvg.audit_field(a.output_sha256)
-           || kvg.audit_field(a.logits_sha256)
-           || kvg.audit_field(a.tokens_in::text)
-           || kvg.audit_field(a.tokens_out::text)
-           || kvg.audit_field(a.tokens_grafted::text)
-           || kvg.audit_field(a.mode)
-           || kvg.audit_field(a.knowledge_id::text)
-           || kvg.audit_field(CASE WHEN a.verified THEN 'true' WHEN NOT a.verified THEN 'false' END)
-           || kvg.audit_field(a.output_text)
-           || kvg.audit_field(a.graft_us::text)
-           || kvg.audit_field(a.prefill_us::text)
-           || kvg.audit_field(a.decode_us::text)
-           || CASE WHEN a.row_encoding = 'kvg-audit-v3'
-                   THEN kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
-                        || kvg.audit_field(encode(a.output_bytes, 'hex'))
-                   ELSE '' END
-           || kvg.audit_field(a.prev_hash),
-         'UTF8')), 'hex')
-$$;
-
-DROP FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
-                               bigint, boolean, text, bigint, bigint, bigint, boolean);
-CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
-                                 input_sha256 text, artifact_sha256 text, output_sha256 text,
-                                 logits_sha256 text, tokens_in integer, tokens_out integer,
-                                 tokens_grafted integer DEFAULT NULL, mode text DEFAULT NULL,
-                                 knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
-                                 output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
-                                 prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
-                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL)
-RETURNS bigint
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO kvg.audit_pending (id, at, role, operation, model_fingerprint, recipe, input_sha256, artifact_sha256,
-                                 output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode,
-                                 knowledge_id, verified, output_text, graft_us, prefill_us, decode_us, kv_proven,
-                                 row_encoding, output_bytes)
-  VALUES (nextval('kvg.audit_id_seq'), clock_timestamp(), role, operation, model_fingerprint, recipe, input_sha256,
-          artifact_sha256, output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode, knowledge_id,
-          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
-  RETURNING id
-$$;
-REVOKE EXECUTE ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer,
-                                            integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean,
-                                            bytea) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION public.kvg_manifest(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL)
-RETURNS jsonb
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT jsonb_build_object(
-    'format', 'kvg-manifest-v2',
-    'from_seq', kvg_manifest.from_seq,
-    'to_seq', kvg_manifest.to_seq,
-    'head', (SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
-             FROM kvg.audit_head h),
-    'entries', coalesce(jsonb_agg(jsonb_build_object(
-        'row_encoding', a.row_encoding,
-        'id', a.id,
-        'seq', a.seq,
-        'at', (extract(epoch FROM a.at) * 1000000)::bigint,
-        'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'role', a.role,
-        'operation', a.operation,
-        'model_fingerprint', a.model_fingerprint,
-        'recipe', a.recipe,
-        'input_sha256', a.input_sha256,
-        'artifact_sha256', a.artifact_sha256,
-        'output_sha256', a.output_sha256,
-        'logits_sha256', a.logits_sha256,
-        'tokens_in', a.tokens_in,
-        'tokens_out', a.tokens_out,
-        'tokens_grafted', a.tokens_grafted,
-        'mode', a.mode,
-        'knowledge_id', a.knowledge_id,
-        'verified', a.verified,
-        'output_text', a.output_text,
-        'graft_us', a.graft_us,
-        'prefill_us', a.prefill_us,
-        'decode_us', a.decode_us,
-        'kv_proven', a.kv_proven,
-        'output_bytes', encode(a.output_bytes, 'hex'),
-        'prev_hash', a.prev_hash,
-        'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
-  FROM kvg.audit a
-  WHERE (kvg_manifest.from_seq IS NULL OR a.seq >= kvg_manifest.from_seq)
-    AND (kvg_manifest.to_seq IS NULL OR a.seq <= kvg_manifest.to_seq)
-$$;
+-- the kvg-audit-v3 row hash, after kv_proven (docs/audit-chain.md); the
+-- column, kvg.audit_row_hash, kvg.audit_insert and kvg_manifest carry it above.
 
 -- kvg_generate's output byte for byte (its SHA-256 is the audit row's output_sha256).
 CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 64, artifact text DEFAULT NULL,

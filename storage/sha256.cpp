@@ -94,14 +94,19 @@ Digest sha256(std::string_view text) {
   return h.finish();
 }
 
-std::string to_hex(const Digest& digest) {
+std::string to_hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(digest.size() * 2, '0');
-  for (size_t i = 0; i < digest.size(); ++i) {
-    out[2 * i] = kHex[digest[i] >> 4];
-    out[2 * i + 1] = kHex[digest[i] & 0xf];
+  std::string out(bytes.size() * 2, '0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    out[2 * i] = kHex[b >> 4];
+    out[2 * i + 1] = kHex[b & 0xf];
   }
   return out;
+}
+
+std::string to_hex(const Digest& digest) {
+  return to_hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
 }
 
 namespace {

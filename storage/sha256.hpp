@@ -45,6 +45,8 @@ Digest sha256(std::string_view text);
 
 // Lowercase, 64 characters.
 std::string to_hex(const Digest& digest);
+// Lowercase hex of any bytes (two characters per byte).
+std::string to_hex(std::string_view bytes);
 // Exactly 64 hex characters (either case); anything else is nullopt.
 std::optional<Digest> digest_from_hex(std::string_view hex);
 

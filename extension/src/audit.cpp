@@ -31,21 +31,6 @@ void AuditRecord::set_output(const std::string& raw) {
   output_sha256 = to_hex(sha256(std::string_view(raw)));
 }
 
-namespace {
-
-std::string hex_of(std::string_view bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-}  // namespace
-
 int64_t audit_append(Spi& spi, const AuditRecord& r) {
   const std::string role = calling_role();
   OwnerRights owner;  // kvg_user cannot insert into kvg.audit itself
@@ -57,7 +42,7 @@ int64_t audit_append(Spi& spi, const AuditRecord& r) {
        r.logits_sha256, number(r.tokens_in), number(r.tokens_out), number(r.tokens_grafted), r.mode,
        number(r.knowledge_id), boolean(r.verified), r.output_text, number(r.graft_us), number(r.prefill_us),
        number(r.decode_us), boolean(r.kv_proven),
-       r.output_bytes ? SqlValue(hex_of(*r.output_bytes)) : std::nullopt});
+       r.output_bytes ? SqlValue(to_hex(*r.output_bytes)) : std::nullopt});
   if (rows.size() != 1 || !rows[0].at(0)) throw Error(ErrorCode::Internal, "kvg.audit_insert returned no id");
   return std::stoll(*rows[0][0]);
 }

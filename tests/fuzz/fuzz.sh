@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, -fsanitize=fuzzer,address,undefined)
 # and runs each for a short time (KVG_FUZZ_SECONDS, default 20) from its
-# committed seed corpus (tests/fuzz/corpus/<name>; new inputs go to a copy).
+# committed seed corpus (tests/data/fuzz-corpus/<name>, with the other test
+# data since it holds .gguf files; new inputs go to a copy).
 #   tests/fuzz/fuzz.sh [BUILD_DIR]     exit 0: no crash; 77: no clang/libFuzzer
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +27,7 @@ for name in gguf artifact tokenizer; do
       { echo "fuzz_$name: does not build"; failed=1; continue; }
   fi
   corpus=$out/corpus_$name
-  rm -rf "$corpus" && mkdir -p "$corpus" && cp "$repo/tests/fuzz/corpus/$name/"* "$corpus/" 2>/dev/null
+  rm -rf "$corpus" && mkdir -p "$corpus" && cp "$repo/tests/data/fuzz-corpus/$name/"* "$corpus/" 2>/dev/null
   if (cd "$out" && "$bin" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
         "$corpus" >"$out/fuzz_$name.log" 2>&1); then
     echo "fuzz_$name: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$out/fuzz_$name.log" | tail -1)s, no crash (ASan, UBSan)"
