@@ -6,6 +6,7 @@ SELECT plan(23);
 -- reads them inside its own transaction, so it links them as they come.
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;
 \ir fixtures.psql
+\ir audit_encoding.psql
 SELECT kvg_import(pg_temp.fixture('root'), verify => false) \g /dev/null  -- an artifact row to try to change
 
 -- A few rows with NULLs, non-ASCII text and numbers.
@@ -25,21 +26,7 @@ SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
 
 -- The documented encoding, written out independently of kvg.audit_row_hash.
 SELECT is(count(*), (SELECT count(*) FROM kvg.audit), 'every row_hash matches the documented encoding')
-FROM kvg.audit a
-WHERE a.row_encoding = 'kvg-audit-v3' AND a.row_hash = encode(sha256(convert_to(
-        'kvg-audit-v3' || chr(10) ||
-        (SELECT string_agg(CASE WHEN v IS NULL THEN '-'
-                                ELSE octet_length(convert_to(v, 'UTF8')) || ':' || v END || chr(10), '' ORDER BY n)
-         FROM unnest(ARRAY[a.id::text, a.seq::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text,
-                           a.operation, a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256,
-                           a.output_sha256, a.logits_sha256, a.tokens_in::text, a.tokens_out::text,
-                           a.tokens_grafted::text, a.mode, a.knowledge_id::text,
-                           CASE a.verified WHEN true THEN 'true' WHEN false THEN 'false' END,
-                           a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text,
-                           CASE a.kv_proven WHEN true THEN 'true' WHEN false THEN 'false' END,
-                           encode(a.output_bytes, 'hex'), a.prev_hash])
-              WITH ORDINALITY AS f(v, n)),
-        'UTF8')), 'hex');
+FROM kvg.audit a WHERE a.row_encoding = 'kvg-audit-v3' AND a.row_hash = pg_temp.documented_row_hash(a);
 SELECT is(prev_hash, repeat('0', 64), 'the first row links to 64 zeros')
 FROM kvg.audit ORDER BY seq LIMIT 1;
 SELECT is(count(*), 0::bigint, 'each prev_hash is the previous row_hash')

@@ -8,6 +8,7 @@ SELECT plan(22);
 \getenv fixtures KVG_FIXTURES
 \set small :data '/models/stories260K.gguf'
 \set synth :fixtures '/synth.gguf'
+\ir ../audit_encoding.psql
 SET kvg.device = 'cpu';
 SELECT set_config('kvg.model', :'small', false) \g /dev/null
 
@@ -54,20 +55,6 @@ FROM kvg.audit a WHERE a.operation = 'answer' ORDER BY a.seq DESC LIMIT 1;
 -- The chain and the documented encoding hold with output_bytes.
 SELECT is(kvg_audit_verify(), NULL, 'the audit chain verifies');
 SELECT is(count(*), 0::bigint, 'every row_hash matches the documented encoding, output_bytes included')
-FROM kvg.audit a
-WHERE a.row_hash <> encode(sha256(convert_to(
-        'kvg-audit-v3' || chr(10) ||
-        (SELECT string_agg(CASE WHEN v IS NULL THEN '-'
-                                ELSE octet_length(convert_to(v, 'UTF8')) || ':' || v END || chr(10), '' ORDER BY n)
-         FROM unnest(ARRAY[a.id::text, a.seq::text, (extract(epoch FROM a.at) * 1000000)::bigint::text, a.role::text,
-                           a.operation, a.model_fingerprint, a.recipe, a.input_sha256, a.artifact_sha256,
-                           a.output_sha256, a.logits_sha256, a.tokens_in::text, a.tokens_out::text,
-                           a.tokens_grafted::text, a.mode, a.knowledge_id::text,
-                           CASE a.verified WHEN true THEN 'true' WHEN false THEN 'false' END,
-                           a.output_text, a.graft_us::text, a.prefill_us::text, a.decode_us::text,
-                           CASE a.kv_proven WHEN true THEN 'true' WHEN false THEN 'false' END,
-                           encode(a.output_bytes, 'hex'), a.prev_hash])
-              WITH ORDINALITY AS f(v, n)),
-        'UTF8')), 'hex');
+FROM kvg.audit a WHERE a.row_hash <> pg_temp.documented_row_hash(a);
 SELECT ok(count(*) >= 5, 'rows with raw bytes were written') FROM kvg.audit WHERE output_bytes IS NOT NULL;
 SELECT * FROM finish();
