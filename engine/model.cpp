@@ -208,7 +208,13 @@ std::shared_ptr<void> Model::resident_state(const std::function<std::shared_ptr<
   // Held while `make` runs: two sessions starting at once upload once.
   std::lock_guard<std::mutex> lock(resident_mutex_);
   if (!resident_) {
-    std::shared_ptr<void> made = make();
+    std::shared_ptr<void> made;
+    try {
+      made = make();
+    } catch (...) {
+      check_weights_intact();  // a copy that failed on a truncated file: say so
+      throw;
+    }
     check_weights_intact();  // a device copy of a truncated file is not kept
     resident_ = std::move(made);
   }
