@@ -93,6 +93,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   if (cuda_) {
     try {
       cuda_->forward(tokens, n_past(), which, logits, cache_);
+      model_->check_weights_intact();
       tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
       return;
     } catch (const Error& e) {
@@ -162,6 +163,8 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       swiglu(&s.gate[size_t(t * c.n_ff)], &s.up[size_t(t * c.n_ff)], &s.gate[size_t(t * c.n_ff)], c.n_ff);
     matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
     for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+    // The file truncated under the call: this layer read zeros, stop here.
+    model_->check_weights_intact();
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 
@@ -173,6 +176,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
             &s.xn[size_t((t - first) * c.n_embd)], isa);
   logits->resize(size_t(rows * c.n_vocab));
   matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
+  model_->check_weights_intact();
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,

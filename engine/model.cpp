@@ -195,15 +195,29 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     model->weight_bytes_ += t.n_bytes;
   }
   model->fingerprint_ = sha256(file.bytes());
+  file.check_intact();  // the fingerprint and the copied norms read every page
   return model;
 }
+
+void Model::check_weights_intact() const { file_->check_intact(); }
+bool Model::weights_intact() const { return file_->intact(); }
 
 std::string Model::fingerprint_hex() const { return to_hex(fingerprint_); }
 
 std::shared_ptr<void> Model::resident_state(const std::function<std::shared_ptr<void>()>& make) const {
   // Held while `make` runs: two sessions starting at once upload once.
   std::lock_guard<std::mutex> lock(resident_mutex_);
-  if (!resident_) resident_ = make();
+  if (!resident_) {
+    std::shared_ptr<void> made;
+    try {
+      made = make();
+    } catch (...) {
+      check_weights_intact();  // a copy that failed on a truncated file: say so
+      throw;
+    }
+    check_weights_intact();  // a device copy of a truncated file is not kept
+    resident_ = std::move(made);
+  }
   return resident_;
 }
 

@@ -45,6 +45,11 @@ class Model {
   const std::vector<float>& output_norm() const { return output_norm_; }
   const WeightMatrix& output() const { return output_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
+  // Throws an Io error naming the file if it was truncated under the
+  // mapping since load (engine/gguf/mapping_guard.hpp): the weights read since
+  // are partly zeros. The forward pass checks after each layer and at its end.
+  void check_weights_intact() const;
+  bool weights_intact() const;
 
   // State another part of the engine keeps for as long as this model lives:
   // the CUDA forward pass keeps its device copy of the weights here

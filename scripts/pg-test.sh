@@ -15,7 +15,7 @@
 #   6. reliability: tests/pgtap/reliability/*.sql in a fresh database (output
 #      that is not UTF-8, and its manifest re-checked offline; DROP EXTENSION
 #      without orphaned large objects; kvg.max_kv_memory; a model file
-#      truncated, replaced and removed between calls).
+#      truncated, replaced and removed between calls, and truncated during one).
 #   7. crash safety: tests/crash/crash_test.sh SIGKILLs backends mid-call and
 #      stops a throwaway cluster with -m immediate, then checks artifacts,
 #      orphans, knowledge entries and the audit chain.
@@ -148,7 +148,10 @@ reliability_tmp=$(mktemp -d /tmp/kvg-reliability.XXXXXX)
 chmod 755 "$reliability_tmp"
 export KVG_RELIABILITY_TMP=$reliability_tmp
 manifest=$pg_run/kvg_reliability_manifest.json
+# 03_limits_and_files.sql truncates long.gguf (68 MB, seconds per call) during a call.
 if "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" synth --out "$KVG_FIXTURES/synth.gguf" --seed 1 --n-ctx 512 >/dev/null &&
+  "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" synth --out "$reliability_tmp/long.gguf" --n-embd 512 --n-layer 4 \
+    --n-head 8 --vocab 512 --n-ctx 4096 >/dev/null && chmod 644 "$reliability_tmp/long.gguf" &&
   server_readable "$KVG_FIXTURES" && fresh_db kvg_reliability kvg pgtap; then
   pg_prove --verbose -d kvg_reliability tests/pgtap/reliability/01_output_bytes.sql >"$log/reliability-output" 2>&1
   tap reliability-output "$log/reliability-output" $?

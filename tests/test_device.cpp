@@ -97,6 +97,10 @@ TEST(SignalBlock, BlocksEverySignalInsideAndRestoresTheMaskAfter) {
     const sigset_t inside = current_mask();
     for (int sig : {SIGINT, SIGTERM, SIGALRM, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT, SIGCHLD})
       EXPECT_EQ(sigismember(&inside, sig), 1) << "signal " << sig << " open inside the guard";
+    // Except the fault signals: blocked, a fault kills the process whatever
+    // the handler (common/fault_signals.hpp).
+    for (int sig : {SIGBUS, SIGSEGV, SIGFPE, SIGILL})
+      EXPECT_EQ(sigismember(&inside, sig), 0) << "fault signal " << sig << " blocked inside the guard";
     // What the guard is for: a thread started inside (as the CUDA driver
     // starts its own) is born with everything blocked and keeps it.
     std::thread([&] {

@@ -4,6 +4,8 @@
 // open; afterwards the File is an immutable index into the mapping.
 #include "engine/gguf/gguf_file.hpp"
 
+#include "engine/gguf/mapping_guard.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -333,6 +335,7 @@ std::shared_ptr<const File> File::open(const std::string& path) {
                               std::strerror(e));
     }
     file->base_ = static_cast<const uint8_t*>(p);
+    file->guard_ = std::make_unique<MappingGuard>(p, file->size_);
   }
 #endif
   ::close(fd);  // the mapping keeps the file referenced
@@ -341,8 +344,12 @@ std::shared_ptr<const File> File::open(const std::string& path) {
     file->parse();
   } catch (const Error& e) {
     // Name the file too; the message already says what is wrong.
+    // A file cut while we parsed it reads as zeros past the cut: say that,
+    // not what the zeros look like.
+    file->check_intact();
     throw Error(e.code(), std::string(e.what()) + " (file " + quoted(path) + ")");
   }
+  file->check_intact();
   return std::shared_ptr<const File>(file.release());
 }
 
@@ -350,8 +357,19 @@ File::~File() {
 #ifdef KVG_GGUF_HEAP_COPY
   std::free(const_cast<uint8_t*>(base_));
 #else
+  guard_.reset();
   if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
 #endif
+}
+
+bool File::intact() const { return !guard_ || !guard_->damaged(); }
+
+void File::check_intact() const {
+  if (intact()) return;
+  throw Error(ErrorCode::Io, "model file " + quoted(path_) + " was truncated while in use (it was " +
+                                 std::to_string(size_) + " bytes when loaded): what was read from it since is void, "
+                                 "so this call fails; the next call loads the file again. Replace a model by "
+                                 "renaming a new file over it (mv), never by rewriting it in place");
 }
 
 void File::parse() {

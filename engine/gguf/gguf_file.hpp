@@ -18,6 +18,8 @@
 
 namespace kvg::gguf {
 
+class MappingGuard;
+
 // GGUF metadata value types, numbered as in the file format.
 enum class ValueType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
@@ -86,6 +88,13 @@ class File {
   std::span<const uint8_t> bytes() const { return {base_, size_}; }
   uint64_t data_offset() const { return data_offset_; }
 
+  // False once the file was truncated under the mapping (the pages past its
+  // new end now read as zeros, engine/gguf/mapping_guard.hpp): everything read
+  // from it since may be wrong. check_intact() throws an Io error naming the
+  // file; the engine calls it at safe points of every computation.
+  bool intact() const;
+  void check_intact() const;
+
   const std::vector<KeyValue>& metadata() const { return kv_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
@@ -113,6 +122,7 @@ class File {
   void parse();  // validates the mapping and fills the index below
   std::string path_;
   const uint8_t* base_ = nullptr;
+  std::unique_ptr<MappingGuard> guard_;  // registered before parse(), gone before munmap
   uint64_t size_ = 0;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

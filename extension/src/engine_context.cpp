@@ -59,7 +59,9 @@ std::shared_ptr<const Model> current_model() {
                 "kvg.model is not set: a superuser must set it to the path of a GGUF model file "
                 "(SET kvg.model = '/path/model.gguf', or in postgresql.conf)");
   const FileIdentity identity = identify(path);
-  if (!loaded.model || loaded.path != path || !(loaded.identity == identity)) {
+  // A mapping cut under an earlier call holds zeros now: map the file again
+  // even if it was restored to the same size and time.
+  if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact()) {
     loaded = {};  // drop the old mapping before mapping the new file
     loaded = {path, identity, load_model(path)};
   }

@@ -9,7 +9,7 @@ SqlError sql_error_for(ErrorCode code) noexcept {
     case ErrorCode::InvalidArgument:
       return {ERRCODE_INVALID_PARAMETER_VALUE, nullptr};
     case ErrorCode::Io:
-      return {ERRCODE_IO_ERROR, "Check that the server's operating-system user can read the file."};
+      return {ERRCODE_IO_ERROR, "Check that the server's operating-system user can read the file, and that nobody rewrites it in place."};
     case ErrorCode::Corrupt:
       return {ERRCODE_DATA_CORRUPTED,
               "The bytes are not a valid kvgraft artifact or do not hash to their identity; "

@@ -7,7 +7,9 @@
 // the backend's own thread: a handler running on a driver thread would set
 // flags and touch latches behind the backend's back. Creating those threads
 // with every signal blocked keeps the handlers off them for good; restoring
-// the mask afterwards leaves the backend's own thread as it was.
+// the mask afterwards leaves the backend's own thread as it was. The fault
+// signals stay open (common/fault_signals.hpp): blocked, a fault kills the
+// process whatever handler is installed.
 //
 // Plain C++ (POSIX), header-only, so the CUDA sources, the emulator and the
 // CPU-only tests all use the same guard.
@@ -19,6 +21,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/fault_signals.hpp"
+
 namespace kvg::cuda {
 
 class SignalBlock {
@@ -26,6 +30,7 @@ class SignalBlock {
   SignalBlock() {
     sigset_t all;
     sigfillset(&all);
+    remove_synchronous_fault_signals(&all);
     const int rc = pthread_sigmask(SIG_BLOCK, &all, &saved_);
     // Cannot fail with valid arguments; if it did, CUDA must not start threads
     // that could take PostgreSQL's signals.

@@ -1,13 +1,17 @@
 -- Bounded memory: kvg.max_kv_memory refuses a context before allocating it,
 -- with the bytes it needs in the message. Files that change underneath: the
 -- model file (memory-mapped) replaced, truncated or removed between calls of
--- one session gives the next call a clear error or a reload, never a crash.
-SELECT plan(14);
+-- one session gives the next call a clear error or a reload, never a crash;
+-- truncated in place *during* a call, that call fails with 58030 naming the
+-- file (engine/gguf/mapping_guard.hpp), the backend survives and the next
+-- call with the file restored works.
+SELECT plan(20);
 \getenv data KVG_TEST_DATA
 \getenv tmp KVG_RELIABILITY_TMP
 \set small :data '/models/stories260K.gguf'
 \set other :data '/models/TinyStories-656K-Q8_0.gguf'
 \set copy :tmp '/model.gguf'
+\set long :tmp '/long.gguf'
 SET kvg.device = 'cpu';
 SET kvg.prefix_reuse = off;
 
@@ -53,4 +57,33 @@ SELECT isnt(kvg_generate('Once upon a time', 8), :'expected', 'replaced by anoth
 SELECT throws_ok($$SELECT kvg_generate('Once upon a time', 8)$$, '42704', NULL, 'removed: 42704, a clear error');
 SELECT set_config('kvg.model', :'small', false) \g /dev/null
 SELECT is(kvg_generate('Once upon a time', 8), :'expected', 'the session keeps working');
+
+-- Truncated during a call: a synthetic model (scripts/pg-test.sh writes it,
+-- 4 layers of 512) and a 2000-token prompt, seconds of prefill; a background
+-- job truncates the file half a second into the call.
+\setenv KVG_LONG :long
+SELECT current_database() AS db \gset
+\setenv KVG_DB :db
+\! cp "$KVG_LONG" "$KVG_LONG.orig"
+SELECT set_config('kvg.model', :'long', false) \g /dev/null
+SELECT lives_ok($$SELECT kvg_generate('a a a', 1)$$, 'the long model loads (mapped before the call below)');
+CREATE FUNCTION pg_temp.long_call() RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+  PERFORM kvg_generate(repeat('a ', 2000), 1);
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$f$;
+\! bash tests/pgtap/reliability/truncate_when_busy.sh &
+SELECT pg_temp.long_call() AS outcome \gset
+\echo '# truncated during the call:' :'outcome'
+SELECT matches(:'outcome'::text, '^58030: ', 'truncated during the call: the call fails with 58030 (i/o error), no SIGBUS');
+SELECT matches(:'outcome'::text, 'model file ''[^'']*/long.gguf'' was truncated while in use',
+               'and the message names the file');
+SELECT is(pg_backend_pid() > 0, true, 'the backend survives');
+\! cp "$KVG_LONG.orig" "$KVG_LONG.new" && mv "$KVG_LONG.new" "$KVG_LONG"
+SELECT lives_ok($$SELECT kvg_generate('a a a', 1)$$, 'restored: the next call reloads it and works');
+SELECT set_config('kvg.model', :'small', false) \g /dev/null
+SELECT is(kvg_generate('Once upon a time', 8), :'expected', 'and the session still generates with the first model');
 SELECT * FROM finish();
