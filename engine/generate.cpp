@@ -1,5 +1,6 @@
 #include "engine/generate.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/error.hpp"
@@ -37,7 +38,9 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
     result.tokens.push_back(token);
     if (options.decode_report) options.decode_report(i + 1, options.max_new_tokens);
     const bool more = options.on_token ? options.on_token(token) : true;
-    if (options.stop_at_eos && token == session.model().tokenizer().eos()) {
+    const bool end = session.model().tokenizer().is_end_of_generation(token) ||
+                     std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
+    if (options.stop_at_eos && end) {
       result.stopped_at_eos = true;
       break;
     }

@@ -1,0 +1,80 @@
+// kvg_chat: a conversation answered as the model's assistant, laid out in
+// its chat format (engine/chat_prompt.hpp, docs/chat.md), one audit row
+// (operation "chat") whose input hash covers the laid-out prompt.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/chat_messages.hpp"
+#include "engine/chat_prompt.hpp"
+#include "engine/generate.hpp"
+#include "engine/output_text.hpp"
+#include "engine/prompt.hpp"
+#include "extension/src/audit.hpp"
+#include "extension/src/engine_call.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/prefix_reuse.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+// kvg_chat(messages jsonb, max_tokens int default 64, format text default
+// 'auto', seed bigint default null, temperature float8 default 0) returns
+// text: the assistant's answer, without the token that ended its turn.
+KVG_SQL_FUNCTION(kvg_chat) {
+  require_arg(fcinfo, 0, "messages");
+  require_arg(fcinfo, 1, "max_tokens");
+  require_arg(fcinfo, 2, "format");
+  require_arg(fcinfo, 4, "temperature");
+  const int32 max_tokens = PG_GETARG_INT32(1);
+  check_max_tokens(max_tokens);
+  const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
+  const double temperature = PG_GETARG_FLOAT8(4);
+  if (!(temperature >= 0 && temperature <= 100))
+    throw Error(ErrorCode::InvalidArgument, "temperature must be between 0 and 100 (0 is greedy)");
+
+  EngineCall call;
+  // Bounded before it is read: the text the context can hold, plus the JSON
+  // around each message.
+  const size_t bytes = arg_bytes(fcinfo, 0);
+  if (bytes > max_prompt_bytes(*call.model) + 64 * kMaxChatMessages)
+    check_prompt_bytes(*call.model, bytes, "messages");
+  const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
+  const ChatStyle style = model_chat_style(call.model->tokenizer(), text_arg(fcinfo, 2));
+  const ChatPrompt prompt = chat_prompt(*call.model, style, messages, kCheckInterrupts);
+
+  Session session(call.model, call.options);
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
+  GenerateOptions options;
+  options.max_new_tokens = max_tokens;
+  options.sampling.temperature = float(temperature);
+  options.sampling.seed = seed;
+  options.prefill_chunk = kPrefillChunk;
+  options.stop_tokens = prompt.stop_tokens;
+  options.check = kCheckInterrupts;
+  options.prefill_report = progress_notices("chat: prefilled");
+  options.decode_report = progress_notices("chat: decoded");
+  const GenerateResult result =
+      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  std::vector<int32_t> answer = result.tokens;
+  if (result.stopped_at_eos) answer.pop_back();  // the end of the turn is not part of the answer
+  const std::string output = call.model->tokenizer().decode(answer);
+
+  AuditRecord audit = call.audit("chat");
+  audit.input_sha256 = text_sha256(prompt.text);
+  audit.mode = chat_format_name(style.format);
+  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
+  audit.set_output(output);
+  audit.tokens_in = int32_t(prompt.tokens.size());
+  audit.tokens_out = int32_t(result.tokens.size());
+  audit.tokens_grafted = int32_t(grafted_tokens_used(grafted, int64_t(prompt.tokens.size())));
+  audit.graft_us = grafted.micros;
+  audit.prefill_us = to_micros(result.prefill_seconds);
+  audit.decode_us = to_micros(result.decode_seconds);
+  audit.kv_proven = grafted.proven;
+  audit_append(call.spi, audit);
+  return text_result(output_text(output));
+}
