@@ -245,7 +245,9 @@ ChatStyle choose_chat_style(std::string_view chat_template, std::string_view req
   if (const std::optional<ChatStyle> recognised = recognise_chat_template(chat_template);
       recognised && recognised->format == style.format)
     return *recognised;
-  if (style.format == ChatFormat::Mistral) style.system = SystemTurn::Refused;
+  // Otherwise the format's oldest templates decide: Gemma 1/2 and Mistral
+  // v0.1/v0.2 have no place for a system message.
+  if (style.format == ChatFormat::Gemma || style.format == ChatFormat::Mistral) style.system = SystemTurn::Refused;
   return style;
 }
 

@@ -180,6 +180,12 @@ TEST(ChatStyleChoice, UnrecognisedTemplateIsRefusedUnlessPlainIsAskedFor) {
   EXPECT_NE(std::string(e.what()).find("not a format kvg lays out"), std::string::npos) << e.what();
   EXPECT_EQ(choose_chat_style(odd, "plain").format, ChatFormat::Plain);
   EXPECT_EQ(choose_chat_style(odd, "chatml").format, ChatFormat::ChatML);
+  // A named format the template is not: its oldest templates' system rule.
+  EXPECT_EQ(choose_chat_style(odd, "gemma").system, SystemTurn::Refused);
+  EXPECT_EQ(choose_chat_style(odd, "phi3").system, SystemTurn::Own);
+  // A named format the template is: what the template says.
+  KVG_REQUIRE_TEST_DATA("chat-templates/gemma-3-it.jinja");
+  EXPECT_EQ(choose_chat_style(read_template("gemma-3-it.jinja"), "gemma").system, SystemTurn::IntoFirstUser);
   EXPECT_EQ(thrown([&] { choose_chat_style(odd, "jinja"); }).code(), ErrorCode::InvalidArgument);
 }
 

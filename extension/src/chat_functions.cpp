@@ -1,6 +1,7 @@
 // kvg_chat: a conversation answered as the model's assistant, laid out in
 // its chat format (engine/chat_prompt.hpp, docs/chat.md), one audit row
-// (operation "chat") whose input hash covers the laid-out prompt.
+// (operation "chat") whose input hash covers the laid-out prompt; and
+// kvg_chat_prompt, which shows that layout without running the model.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -21,13 +22,44 @@
 using namespace kvg;
 using namespace kvg::pg;
 
+namespace {
+
+// The conversation of argument 0 (jsonb) laid out for the model in the
+// format of argument `format_arg`, bounded before it is read: the text the
+// context can hold, plus the JSON around each message.
+ChatPrompt chat_prompt_args(FunctionCallInfo fcinfo, int format_arg, const Model& model) {
+  require_arg(fcinfo, 0, "messages");
+  require_arg(fcinfo, format_arg, "format");
+  const size_t bytes = arg_bytes(fcinfo, 0);
+  if (bytes > max_prompt_bytes(model) + 64 * kMaxChatMessages) check_prompt_bytes(model, bytes, "messages");
+  const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
+  const ChatStyle style = model_chat_style(model.tokenizer(), text_arg(fcinfo, format_arg));
+  return chat_prompt(model, style, messages, kCheckInterrupts);
+}
+
+}  // namespace
+
+// kvg_chat_prompt(messages jsonb, format text default 'auto') returns
+// table(format, prompt, tokens int[]): what kvg_chat would ask the model.
+// Informational (tokenizing only): no audit row.
+KVG_SQL_FUNCTION(kvg_chat_prompt) {
+  const auto model = current_model();
+  const ChatPrompt prompt = chat_prompt_args(fcinfo, 1, *model);
+  // Built before calling into PostgreSQL: an error there must not skip a destructor.
+  std::vector<Datum> ids;
+  ids.reserve(prompt.tokens.size());
+  for (const int32_t id : prompt.tokens) ids.push_back(Int32GetDatum(id));
+  const Datum tokens =
+      call([&] { return PointerGetDatum(construct_array_builtin(ids.data(), int(ids.size()), INT4OID)); });
+  return_single_row(fcinfo, {text_result(chat_format_name(prompt.style.format)), text_result(prompt.text), tokens});
+  return Datum(0);
+}
+
 // kvg_chat(messages jsonb, max_tokens int default 64, format text default
 // 'auto', seed bigint default null, temperature float8 default 0) returns
 // text: the assistant's answer, without the token that ended its turn.
 KVG_SQL_FUNCTION(kvg_chat) {
-  require_arg(fcinfo, 0, "messages");
   require_arg(fcinfo, 1, "max_tokens");
-  require_arg(fcinfo, 2, "format");
   require_arg(fcinfo, 4, "temperature");
   const int32 max_tokens = PG_GETARG_INT32(1);
   check_max_tokens(max_tokens);
@@ -37,14 +69,7 @@ KVG_SQL_FUNCTION(kvg_chat) {
     throw Error(ErrorCode::InvalidArgument, "temperature must be between 0 and 100 (0 is greedy)");
 
   EngineCall call;
-  // Bounded before it is read: the text the context can hold, plus the JSON
-  // around each message.
-  const size_t bytes = arg_bytes(fcinfo, 0);
-  if (bytes > max_prompt_bytes(*call.model) + 64 * kMaxChatMessages)
-    check_prompt_bytes(*call.model, bytes, "messages");
-  const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
-  const ChatStyle style = model_chat_style(call.model->tokenizer(), text_arg(fcinfo, 2));
-  const ChatPrompt prompt = chat_prompt(*call.model, style, messages, kCheckInterrupts);
+  const ChatPrompt prompt = chat_prompt_args(fcinfo, 2, *call.model);
 
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
@@ -65,7 +90,6 @@ KVG_SQL_FUNCTION(kvg_chat) {
 
   AuditRecord audit = call.audit("chat");
   audit.input_sha256 = text_sha256(prompt.text);
-  audit.mode = chat_format_name(style.format);
   if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
   audit.set_output(output);
   audit.tokens_in = int32_t(prompt.tokens.size());

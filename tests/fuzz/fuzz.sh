@@ -16,11 +16,12 @@ declare -A sources=(
   [gguf]="engine/gguf/gguf_file.cpp"
   [artifact]="$(cd "$repo" && ls storage/*.cpp | tr '\n' ' ')"
   [tokenizer]="engine/gguf/gguf_file.cpp engine/pretokenizer.cpp $(cd "$repo" && ls engine/tokenizer*.cpp | tr '\n' ' ')"
+  [chat_template]="engine/chat_template.cpp engine/chat_messages.cpp"
 )
 export KVG_FUZZ_MODEL=${KVG_FUZZ_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 failed=0
-for name in gguf artifact tokenizer; do
+for name in gguf artifact tokenizer chat_template; do
   bin=$out/fuzz_$name
   if [ ! -x "$bin" ] || [ -n "$(cd "$repo" && find tests/fuzz/fuzz_$name.cpp ${sources[$name]} -newer "$bin")" ]; then
     (cd "$repo" && "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$name.cpp" ${sources[$name]} -lcrypto -lpcre2-8 -o "$bin") ||
