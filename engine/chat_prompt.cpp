@@ -15,7 +15,8 @@ std::vector<std::string> special_markers(const Tokenizer& tokenizer, ChatFormat 
   std::vector<std::string> out;
   for (std::string& m : chat_markers(format))
     if (tokenizer.special_id(m) >= 0) out.push_back(std::move(m));
-  std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   return out;
 }
 
@@ -81,7 +82,8 @@ ChatPrompt chat_prompt(const Model& model, const ChatStyle& style, const std::ve
   check_prompt_bytes(model, p.text.size(), "chat prompt");
   const std::vector<std::string> markers = special_markers(tok, style.format);
   for (size_t i = 0; i < messages.size(); ++i)
-    refuse_marker_text(messages[i].content, markers, "chat message " + std::to_string(i + 1) + " (" + messages[i].role + ")");
+    refuse_marker_text(messages[i].content, markers,
+                       "chat message " + std::to_string(i + 1) + " (" + messages[i].role + ")");
   if (tok.add_bos()) p.tokens.push_back(tok.bos());
   append_segment_tokens(tok, p.segments, false, p.tokens, check);
   if (p.tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the chat prompt is empty");

@@ -38,8 +38,9 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
     result.tokens.push_back(token);
     if (options.decode_report) options.decode_report(i + 1, options.max_new_tokens);
     const bool more = options.on_token ? options.on_token(token) : true;
+    const std::vector<int32_t>& stops = options.stop_tokens;
     const bool end = session.model().tokenizer().is_end_of_generation(token) ||
-                     std::find(options.stop_tokens.begin(), options.stop_tokens.end(), token) != options.stop_tokens.end();
+                     std::find(stops.begin(), stops.end(), token) != stops.end();
     if (options.stop_at_eos && end) {
       result.stopped_at_eos = true;
       break;

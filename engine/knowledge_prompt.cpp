@@ -41,8 +41,8 @@ KnowledgeTemplate KnowledgeTemplate::parse(std::string_view text) {
 
 KnowledgeTemplate knowledge_template_for(const Model& model, std::string_view setting) {
   const std::string& chat_template = model.tokenizer().chat_template();
-  const std::optional<ChatStyle> style =
-      setting == kDefaultKnowledgeTemplate && !chat_template.empty() ? recognise_chat_template(chat_template) : std::nullopt;
+  const bool follow_chat = setting == kDefaultKnowledgeTemplate && !chat_template.empty();
+  const std::optional<ChatStyle> style = follow_chat ? recognise_chat_template(chat_template) : std::nullopt;
   if (!style) return KnowledgeTemplate::parse(setting);
   const ChatMessage turn{"user", "{solution}\nQuestion: {question}"};
   KnowledgeTemplate t = KnowledgeTemplate::parse(chat_text(lay_out_chat(*style, {turn})));

@@ -51,8 +51,10 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
   if (!in_range(vocab_.bos)) throw Error(ErrorCode::InvalidArgument, describe_id("bos", vocab_.bos, n));
   if (!in_range(vocab_.eos)) throw Error(ErrorCode::InvalidArgument, describe_id("eos", vocab_.eos, n));
   if (!in_range(vocab_.unk)) throw Error(ErrorCode::InvalidArgument, describe_id("unknown", vocab_.unk, n));
-  if (vocab_.eot != -1 && !in_range(vocab_.eot)) throw Error(ErrorCode::InvalidArgument, describe_id("eot", vocab_.eot, n));
-  if (vocab_.eom != -1 && !in_range(vocab_.eom)) throw Error(ErrorCode::InvalidArgument, describe_id("eom", vocab_.eom, n));
+  if (vocab_.eot != -1 && !in_range(vocab_.eot))
+    throw Error(ErrorCode::InvalidArgument, describe_id("eot", vocab_.eot, n));
+  if (vocab_.eom != -1 && !in_range(vocab_.eom))
+    throw Error(ErrorCode::InvalidArgument, describe_id("eom", vocab_.eom, n));
 
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
   piece_to_id_.reserve(n);

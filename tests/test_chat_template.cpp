@@ -157,7 +157,8 @@ TEST(ChatLayout, MistralText) {
 TEST(ChatLayout, PlainFallbackForAModelWithoutTemplate) {
   const ChatStyle s = choose_chat_style("", "auto");
   EXPECT_EQ(s.format, ChatFormat::Plain);
-  EXPECT_EQ(text_of(s, kConversation), "You are terse.\n\nUser: Hello\nAssistant:  Hi there \nUser: Who are you?\nAssistant:");
+  EXPECT_EQ(text_of(s, kConversation),
+            "You are terse.\n\nUser: Hello\nAssistant:  Hi there \nUser: Who are you?\nAssistant:");
   const auto segments = lay_out_chat(s, kConversation);
   for (const ChatSegment& seg : segments) EXPECT_FALSE(seg.marker);
 }

@@ -46,7 +46,8 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   const Route route = route_question(library, question);
   const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts, tmpl.markers);
+      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts,
+                        tmpl.markers);
   const int64_t n = int64_t(prompt.tokens.size());
 
   Session session(call.model, call.options);

@@ -38,7 +38,8 @@ struct Captured {
 Captured capture_prompt(EngineCall& call, const Deposit& entry) {
   const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts, tmpl.markers);
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts,
+                        tmpl.markers);
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
   const auto began = std::chrono::steady_clock::now();

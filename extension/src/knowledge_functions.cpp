@@ -86,7 +86,8 @@ KVG_SQL_FUNCTION(kvg_solve) {
   if (known) notice("the question is already in the library: kvg_solve solves it again but deposits nothing");
 
   const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
-  const SegmentedPrompt prompt = tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts, tmpl.markers);
+  const SegmentedPrompt prompt =
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts, tmpl.markers);
   const int64_t n = int64_t(prompt.tokens.size());
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
