@@ -320,6 +320,22 @@ TEST(ChatTokens, AMarkerTheVocabularyLacksIsText) {
   EXPECT_EQ(got, tok.encode("[INST] Hi [/INST]"));
 }
 
+TEST(ChatTokens, EndOfTurnIdsAreEndsOfGenerationAndMustBeInTheVocabulary) {
+  const SynthVocab sv = synth_vocab(300);
+  Vocabulary v;
+  v.pieces = sv.pieces;
+  for (int32_t t : sv.types) v.types.push_back(TokenType(t));
+  v.eot = 7;
+  v.eom = 8;
+  const Tokenizer tok(v);
+  EXPECT_TRUE(tok.is_end_of_generation(2));  // EOS
+  EXPECT_TRUE(tok.is_end_of_generation(7));
+  EXPECT_TRUE(tok.is_end_of_generation(8));
+  EXPECT_FALSE(tok.is_end_of_generation(9));
+  v.eot = 300;
+  EXPECT_EQ(thrown([&] { Tokenizer{v}; }).code(), ErrorCode::InvalidArgument);
+}
+
 TEST(ChatTokens, SplitAtMarkersRoundTrips) {
   const std::vector<std::string> markers = {"<|im_start|>", "<|im_end|>"};
   const std::string text = "a<|im_start|>b<|im_end|><|im_end|>c<|im_";
@@ -381,6 +397,15 @@ TEST_F(ChatmlModel, PromptHasTheTurnMarkersWhereTheyMustBe) {
   std::vector<int32_t> tail(p.tokens.begin() + long(starts.back()) + 1, p.tokens.end());
   EXPECT_EQ(tail, tok.encode("assistant\n"));
   EXPECT_EQ(p.stop_tokens, std::vector<int32_t>{end});
+}
+
+TEST_F(ChatmlModel, OneTurnTokenByToken) {
+  // <s> <|im_start|> "▁user" (letter by letter) <0x0A> "H" "i" <|im_end|> "▁" <0x0A>
+  // <|im_start|> "▁assistant" <0x0A>: every text stretch after a marker gets
+  // the SentencePiece space prefix (259 is "▁"), as llama.cpp encodes it.
+  const std::vector<int32_t> want = {1,   298, 259, 120, 118, 104, 117, 13,  75,  108, 299, 259, 13,
+                                     298, 259, 100, 118, 118, 108, 118, 119, 100, 113, 119, 13};
+  EXPECT_EQ(chat_prompt(model(), model_chat_style(model().tokenizer()), {{"user", "Hi"}}).tokens, want);
 }
 
 TEST_F(ChatmlModel, MarkerTextInAMessageIsRefused) {
