@@ -1,22 +1,36 @@
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <string_view>
 
 #include "cli/args.hpp"
 #include "cli/artifact_flags.hpp"
+#include "cli/chat_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
+#include "common/error.hpp"
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg::cli {
 
-int cmd_generate(const Args& args) {
+int cmd_generate(const Args& args) { return run_generate(args, args.has("chat")); }
+
+int run_generate(const Args& args, bool chat) {
   auto model = load_model(args);
   Session session(model, engine_options(args));
   std::vector<int32_t> prompt;
-  if (args.has("artifact")) {
+  std::vector<int32_t> stop_tokens;
+  std::string format;
+  if (chat) {
+    if (args.has("artifact") || args.has("tokens"))
+      throw Error(ErrorCode::InvalidArgument, "a chat is laid out from messages: --artifact and --tokens do not apply");
+    ChatPrompt p = chat_prompt_from_flags(args, *model);
+    prompt = std::move(p.tokens);
+    stop_tokens = std::move(p.stop_tokens);
+    format = chat_format_name(p.style.format);
+  } else if (args.has("artifact")) {
     const ArtifactRef ref = resolve_artifact(args);
     prompt = prompt_after_artifact(args, *model, chain_tokens(ref));
     graft(session, ref.id, ref.open, prompt);
@@ -24,6 +38,7 @@ int cmd_generate(const Args& args) {
     prompt = prompt_tokens(args, *model);
   }
   GenerateOptions options;
+  options.stop_tokens = stop_tokens;
   options.max_new_tokens = args.get_int("n", 64);
   options.prefill_chunk = args.get_int("chunk", 0);
   options.sampling.temperature = float(args.get_double("temperature", 0.0));
@@ -39,6 +54,9 @@ int cmd_generate(const Args& args) {
   OutputTextStream text;
   if (!json) {
     options.on_token = [&](int32_t token) {
+      const bool ends_turn = tok.is_end_of_generation(token) ||
+                             std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end();
+      if (chat && ends_turn) return true;  // not part of the assistant's text
       std::fputs(text.feed(tok.decode_piece(token, previous)).c_str(), stdout);
       std::fflush(stdout);
       previous = token;
@@ -48,10 +66,14 @@ int cmd_generate(const Args& args) {
   const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
   const GenerateResult result = generate(session, rest, options);
   if (json) {
-    const std::string bytes = tok.decode(result.tokens);
-    std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
+    // A chat's answer is the assistant's text: the token that ended its turn is not part of it.
+    std::vector<int32_t> answer = result.tokens;
+    if (chat && result.stopped_at_eos) answer.pop_back();
+    const std::string bytes = tok.decode(answer);
+    if (chat) std::printf("{\"format\":\"%s\",", format.c_str());
+    std::printf("%s\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
                 "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
-                join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
+                chat ? "" : "{", join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
                 (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
   } else {

@@ -20,6 +20,7 @@ int cmd_synth(const Args& args) {
   o.seed = uint64_t(args.get_int("seed", 0));
   o.rope_base = float(args.get_double("rope-base", 10000.0));
   o.architecture = args.opt("arch").value_or("llama");
+  o.chat_template = args.opt("chat-template").value_or("");
   const std::string out = args.get("out");
   {
     ProgressLine progress("synth", "MB", 1e6);

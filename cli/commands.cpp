@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cli/chat_flags.hpp"
 #include "cli/engine_flags.hpp"
 
 namespace kvg::cli {
@@ -17,6 +18,20 @@ const Flag kTokens{"tokens", "IDS", "the prompt as token ids, \"1,2,3\""};
 const Flag kChunk{"chunk", "K", "prefill in chunks of K tokens (default: all at once; the bits do not change)"};
 const Flag kArtifact{"artifact", "A", "graft this artifact first: a file, or a hash in --store"};
 const Flag kStore{"store", "DIR", "a content-addressed artifact store directory"};
+
+Flags with(Flags a, const Flags& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Flags sampling_flags() {
+  return {{"n", "N", "new tokens at most (default 64)", "-n"},
+          {"seed", "S", "sampling seed (default 0)"},
+          {"temperature", "X", "sampling temperature (default 0: greedy)"},
+          {"top-k", "K", "sample from the K most likely tokens (default 0: all)"},
+          {"top-p", "P", "nucleus sampling threshold (default 1)"},
+          {"json", "", "print one JSON object: tokens, text, timings"}};
+}
 
 std::vector<Command> build_table() {
   return {
@@ -36,14 +51,14 @@ std::vector<Command> build_table() {
                      {"out", "FILE", "where the logits go (positions x vocabulary, little-endian fp32)"},
                      kChunk, kArtifact, kStore})},
       {"generate", "generate text (greedy, or sampled with a seed)", cmd_generate,
-       engine_flags({kText, kTokens,
-                     {"n", "N", "new tokens at most (default 64)", "-n"},
-                     {"seed", "S", "sampling seed (default 0)"},
-                     {"temperature", "X", "sampling temperature (default 0: greedy)"},
-                     {"top-k", "K", "sample from the K most likely tokens (default 0: all)"},
-                     {"top-p", "P", "nucleus sampling threshold (default 1)"},
-                     {"json", "", "print one JSON object: tokens, text, timings"},
-                     kChunk, kArtifact, kStore})},
+       engine_flags(with(with({kText, kTokens}, sampling_flags()),
+                         {{"chat", "", "--text is a user's message, laid out in the model's chat format; stops at "
+                                       "its end of turn (see kvg help chat)"},
+                          {"system", "S", "with --chat: a system message before --text"},
+                          {"format", "F", "with --chat: auto|plain|chatml|llama3|gemma|phi3|mistral (default auto)"},
+                          kChunk, kArtifact, kStore}))},
+      {"chat", "answer a conversation as the model's assistant, laid out in its chat format (docs/chat.md)", cmd_chat,
+       engine_flags(with(chat_flags(), sampling_flags()))},
       {"capture", "prefill a prefix and store its KV as an artifact; print its SHA-256", cmd_capture,
        engine_flags({kText, kTokens,
                      {"out", "FILE", "write the artifact to this file"},
@@ -88,7 +103,8 @@ std::vector<Command> build_table() {
         {"type", "T", "f32|f16|q8_0|q4_1|q5_0|q5_1|q2_k|q3_k|q5_k: the matrices' format (default f32)"},
         {"seed", "S", "weight seed (default 0)"},
         {"rope-base", "X", "rotary base (default 10000)"},
-        {"arch", "A", "llama|qwen2 (default llama)"}}},
+        {"arch", "A", "llama|qwen2 (default llama)"},
+        {"chat-template", "chatml", "an instruct-style vocabulary: <|im_start|>, <|im_end|> and a ChatML template"}}},
       {"synth-artifact", "write a valid artifact of about N bytes of random KV (a storage benchmark helper)",
        cmd_synth_artifact,
        {{"bytes", "N", "the artifact's size, within 1%"},

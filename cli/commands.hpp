@@ -29,6 +29,9 @@ int cmd_info(const Args& args);
 int cmd_tokenize(const Args& args);
 int cmd_logits(const Args& args);
 int cmd_generate(const Args& args);
+// generate's work; `chat`: the prompt is a conversation (cli/chat_flags.hpp).
+int run_generate(const Args& args, bool chat);
+int cmd_chat(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_bench_graft(const Args& args);
 int cmd_bench_store(const Args& args);

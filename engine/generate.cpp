@@ -1,5 +1,6 @@
 #include "engine/generate.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/error.hpp"
@@ -37,7 +38,10 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
     result.tokens.push_back(token);
     if (options.decode_report) options.decode_report(i + 1, options.max_new_tokens);
     const bool more = options.on_token ? options.on_token(token) : true;
-    if (options.stop_at_eos && token == session.model().tokenizer().eos()) {
+    const std::vector<int32_t>& stops = options.stop_tokens;
+    const bool end = session.model().tokenizer().is_end_of_generation(token) ||
+                     std::find(stops.begin(), stops.end(), token) != stops.end();
+    if (options.stop_at_eos && end) {
       result.stopped_at_eos = true;
       break;
     }

@@ -14,7 +14,11 @@ namespace kvg {
 struct GenerateOptions {
   int64_t max_new_tokens = 64;
   SamplingParams sampling;
+  // Stop after EOS or a vocabulary's end-of-turn token
+  // (Tokenizer::is_end_of_generation), or one of stop_tokens (a chat
+  // format's end marker, engine/chat_prompt.hpp).
   bool stop_at_eos = true;
+  std::vector<int32_t> stop_tokens;
   int64_t prefill_chunk = 0;  // 0: the whole prompt in one forward call
   // Called with each new token; return false to stop after it.
   std::function<bool(int32_t token)> on_token;
@@ -24,8 +28,8 @@ struct GenerateOptions {
 };
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated tokens (an EOS that stopped it included)
-  bool stopped_at_eos = false;
+  std::vector<int32_t> tokens;  // generated tokens (an end token that stopped it included)
+  bool stopped_at_eos = false;  // at EOS, an end-of-turn token or a stop token
   double prefill_seconds = 0;
   double decode_seconds = 0;
 };

@@ -1,6 +1,7 @@
 #include "engine/knowledge_prompt.hpp"
 
 #include "common/error.hpp"
+#include "engine/chat_prompt.hpp"
 #include "engine/prompt.hpp"
 
 namespace kvg {
@@ -38,8 +39,21 @@ KnowledgeTemplate KnowledgeTemplate::parse(std::string_view text) {
   return t;
 }
 
+KnowledgeTemplate knowledge_template_for(const Model& model, std::string_view setting) {
+  const std::string& chat_template = model.tokenizer().chat_template();
+  const bool follow_chat = setting == kDefaultKnowledgeTemplate && !chat_template.empty();
+  const std::optional<ChatStyle> style = follow_chat ? recognise_chat_template(chat_template) : std::nullopt;
+  if (!style) return KnowledgeTemplate::parse(setting);
+  const ChatMessage turn{"user", "{solution}\nQuestion: {question}"};
+  KnowledgeTemplate t = KnowledgeTemplate::parse(chat_text(lay_out_chat(*style, {turn})));
+  t.markers = special_markers(model.tokenizer(), style->format);
+  return t;
+}
+
 std::vector<std::string> knowledge_segments(const KnowledgeTemplate& tmpl, const std::vector<std::string>& contexts,
                                             std::string_view question) {
+  for (const std::string& c : contexts) refuse_marker_text(c, tmpl.markers, "a knowledge solution");
+  refuse_marker_text(question, tmpl.markers, "the question");
   std::vector<std::string> segments;
   for (size_t i = 0; i < contexts.size(); ++i)
     segments.push_back((i == 0 ? tmpl.head : std::string(kContextSeparator)) + contexts[i]);
@@ -52,14 +66,21 @@ std::vector<std::string> knowledge_segments(const KnowledgeTemplate& tmpl, const
 }
 
 SegmentedPrompt tokenize_segments(const Model& model, const std::vector<std::string>& segments,
-                                  const ProgressCheck& check) {
+                                  const ProgressCheck& check, const std::vector<std::string>& markers) {
   size_t bytes = 0;
   for (const std::string& segment : segments) bytes += segment.size();
   check_prompt_bytes(model, bytes, "knowledge prompt");
   SegmentedPrompt prompt;
   for (const std::string& segment : segments) {
-    const std::vector<int32_t> tokens =
-        prompt.tokens.empty() ? fresh_prompt(model, segment, check) : model.tokenizer().encode_continuation(segment, check);
+    std::vector<int32_t> tokens;
+    if (markers.empty()) {
+      tokens = prompt.tokens.empty() ? fresh_prompt(model, segment, check)
+                                     : model.tokenizer().encode_continuation(segment, check);
+    } else {
+      const bool fresh = prompt.tokens.empty();
+      if (fresh && model.tokenizer().add_bos()) tokens.push_back(model.tokenizer().bos());
+      append_segment_tokens(model.tokenizer(), split_at_markers(segment, markers), !fresh, tokens, check);
+    }
     // A segment that encodes to nothing adds no boundary (links hold >= 1 token).
     if (tokens.empty()) continue;
     prompt.tokens.insert(prompt.tokens.end(), tokens.begin(), tokens.end());

@@ -339,7 +339,11 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   return t;
 }
 
-SynthVocab synth_vocab(int n_vocab) {
+const char* const kSynthChatmlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+SynthVocab synth_vocab(int n_vocab, bool chatml) {
   if (n_vocab < kSpecialTokens + kByteTokens) invalid("n_vocab = " + std::to_string(n_vocab) + " is below 259");
   SynthVocab v;
   auto add = [&](std::string piece, float score, int32_t type) {
@@ -369,11 +373,21 @@ SynthVocab synth_vocab(int n_vocab) {
   }
   normal.resize(wanted);
   for (size_t i = 0; i < normal.size(); ++i) add(std::move(normal[i]), -float(i), 1);
+  if (chatml) {
+    // The last two ids, so that every other piece keeps its id.
+    const size_t n = v.pieces.size();
+    v.pieces[n - 2] = "<|im_start|>";
+    v.pieces[n - 1] = "<|im_end|>";
+    v.scores[n - 2] = v.scores[n - 1] = 0.0f;
+    v.types[n - 2] = v.types[n - 1] = 3;
+  }
   return v;
 }
 
 void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::string& name) {
-  const SynthVocab vocab = synth_vocab(o.n_vocab);
+  if (!o.chat_template.empty() && o.chat_template != "chatml")
+    invalid("chat template '" + o.chat_template + "' is not one synth writes (chatml)");
+  const SynthVocab vocab = synth_vocab(o.n_vocab, !o.chat_template.empty());
   const TensorType mat = parse_type(o.type);
   w.add_string("general.architecture", o.architecture);
   const std::string a = o.architecture + ".";
@@ -399,6 +413,10 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   w.add_u32("tokenizer.ggml.eos_token_id", 2);
   w.add_bool("tokenizer.ggml.add_bos_token", true);
   w.add_bool("tokenizer.ggml.add_eos_token", false);
+  if (!o.chat_template.empty()) {
+    w.add_string("tokenizer.chat_template", kSynthChatmlTemplate);
+    w.add_u32("tokenizer.ggml.eot_token_id", uint32_t(o.n_vocab - 1));  // <|im_end|>
+  }
 
 }
 

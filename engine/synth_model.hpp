@@ -36,7 +36,14 @@ struct SynthOptions {
   uint64_t seed = 0;
   float rope_base = 10000;
   std::string architecture = "llama";  // llama | qwen2 (adds q/k/v biases, NeoX-style rotary)
+  // "chatml": an instruct-style vocabulary: the last two ids become the
+  // control tokens <|im_start|> and <|im_end|> (the end-of-turn token), and
+  // tokenizer.chat_template is a ChatML template (docs/chat.md). "": none.
+  std::string chat_template;
 };
+
+// The ChatML template `chat_template = "chatml"` writes.
+extern const char* const kSynthChatmlTemplate;
 
 // Writes the model to `path`, streaming tensor by tensor (memory use does not
 // grow with the model); `report` gets the tensor bytes written so far. Throws
@@ -66,7 +73,8 @@ struct SynthVocab {
   std::vector<float> scores;
   std::vector<int32_t> types;
 };
-SynthVocab synth_vocab(int n_vocab);
+// With `chatml`, the last two pieces are <|im_start|> and <|im_end|> (control).
+SynthVocab synth_vocab(int n_vocab, bool chatml = false);
 
 // Q8_0 encoding of n values (n a multiple of 32) into n / 32 blocks of 34
 // bytes: per block d = max|x| / 127 rounded to f16, q = round(x / d) clamped

@@ -51,6 +51,10 @@ Tokenizer::Tokenizer(Vocabulary vocab) : vocab_(std::move(vocab)) {
   if (!in_range(vocab_.bos)) throw Error(ErrorCode::InvalidArgument, describe_id("bos", vocab_.bos, n));
   if (!in_range(vocab_.eos)) throw Error(ErrorCode::InvalidArgument, describe_id("eos", vocab_.eos, n));
   if (!in_range(vocab_.unk)) throw Error(ErrorCode::InvalidArgument, describe_id("unknown", vocab_.unk, n));
+  if (vocab_.eot != -1 && !in_range(vocab_.eot))
+    throw Error(ErrorCode::InvalidArgument, describe_id("eot", vocab_.eot, n));
+  if (vocab_.eom != -1 && !in_range(vocab_.eom))
+    throw Error(ErrorCode::InvalidArgument, describe_id("eom", vocab_.eom, n));
 
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
   piece_to_id_.reserve(n);
@@ -117,6 +121,12 @@ std::vector<int32_t> Tokenizer::encode_prompt(std::string_view text, bool parse_
   ids.insert(ids.end(), body.begin(), body.end());
   if (vocab_.add_eos) ids.push_back(vocab_.eos);
   return ids;
+}
+
+int32_t Tokenizer::special_id(std::string_view piece) const {
+  for (const int32_t id : specials_)
+    if (vocab_.pieces[size_t(id)] == piece) return id;
+  return -1;
 }
 
 int32_t Tokenizer::find_piece(std::string_view piece) const {

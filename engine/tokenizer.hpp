@@ -40,6 +40,12 @@ struct Vocabulary {
   // tokenizer.ggml.pre (which pre-tokenizer regexes split the text).
   std::vector<std::string> merges;
   std::string pre = "default";
+  // End of a turn besides EOS (tokenizer.ggml.eot_token_id, eom_token_id:
+  // Llama 3's <|eot_id|> and <|eom_id|>); -1 when the file names none.
+  int32_t eot = -1, eom = -1;
+  // tokenizer.chat_template: how the model's instruct tuning laid out a
+  // conversation (engine/chat_template.hpp); empty when the file has none.
+  std::string chat_template;
 };
 
 class Tokenizer {
@@ -74,6 +80,14 @@ class Tokenizer {
 
   int32_t bos() const { return vocab_.bos; }
   int32_t eos() const { return vocab_.eos; }
+  // Generation ends at any of these: EOS, and the end-of-turn tokens when the
+  // vocabulary names them.
+  bool is_end_of_generation(int32_t id) const { return id == vocab_.eos || id == vocab_.eot || id == vocab_.eom; }
+  // The id of the control, user-defined or unknown token whose text is
+  // exactly `piece` ("<|im_end|>"), or -1: how a chat layout's markers
+  // become their special tokens.
+  int32_t special_id(std::string_view piece) const;
+  const std::string& chat_template() const { return vocab_.chat_template; }
   bool add_bos() const { return vocab_.add_bos; }
   bool add_eos() const { return vocab_.add_eos; }
   TokenizerModel model() const { return vocab_.model; }

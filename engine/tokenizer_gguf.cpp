@@ -88,6 +88,9 @@ Tokenizer Tokenizer::from_gguf(const gguf::File& file) {
   v.bos = read_id(file, "tokenizer.ggml.bos_token_id", bpe ? std::min<int32_t>(11, int32_t(n - 1)) : 1, n);
   v.eos = read_id(file, "tokenizer.ggml.eos_token_id", bpe ? std::min<int32_t>(11, int32_t(n - 1)) : 2, n);
   v.unk = read_id(file, "tokenizer.ggml.unknown_token_id", 0, n);
+  v.eot = read_id(file, "tokenizer.ggml.eot_token_id", -1, n);
+  v.eom = read_id(file, "tokenizer.ggml.eom_token_id", -1, n);
+  v.chat_template = file.opt_string("tokenizer.chat_template").value_or("");
   const bool llama3 = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3";
   v.add_bos = file.opt_bool("tokenizer.ggml.add_bos_token").value_or(!bpe || llama3);
   v.add_eos = file.opt_bool("tokenizer.ggml.add_eos_token").value_or(false);

@@ -44,9 +44,10 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
   KnowledgeLibrary library(call.spi);
   const Route route = route_question(library, question);
-  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
+  const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts);
+      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts,
+                        tmpl.markers);
   const int64_t n = int64_t(prompt.tokens.size());
 
   Session session(call.model, call.options);

@@ -15,7 +15,7 @@ namespace kvg::pg {
 class Spi;
 
 struct AuditRecord {
-  // "import", "capture", "generate", "graft_check", "learn", "solve", "answer"
+  // "import", "capture", "generate", "graft_check", "learn", "solve", "answer", "chat"
   std::string operation;
   std::optional<std::string> model_fingerprint;
   std::optional<std::string> recipe;

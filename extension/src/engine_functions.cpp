@@ -149,15 +149,8 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
 
   AuditRecord audit = call.audit("generate");
   audit.input_sha256 = text_sha256(text);
-  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
   audit.set_output(output);
-  audit.tokens_in = int32_t(prompt.tokens.size());
-  audit.tokens_out = int32_t(result.tokens.size());
-  audit.tokens_grafted = int32_t(grafted_tokens_used(grafted, int64_t(prompt.tokens.size())));
-  audit.graft_us = grafted.micros;
-  audit.prefill_us = to_micros(result.prefill_seconds);
-  audit.decode_us = to_micros(result.decode_seconds);
-  audit.kv_proven = grafted.proven;
+  audit_generation(audit, grafted, int64_t(prompt.tokens.size()), result);
   audit_append(call.spi, audit);
   return output;
 }

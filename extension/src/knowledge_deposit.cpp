@@ -36,9 +36,10 @@ struct Captured {
 // The artifact chain of the entry's prompt, computing only what no stored
 // chain already holds.
 Captured capture_prompt(EngineCall& call, const Deposit& entry) {
-  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
+  const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
   const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts);
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts,
+                        tmpl.markers);
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
   const auto began = std::chrono::steady_clock::now();

@@ -85,8 +85,9 @@ KVG_SQL_FUNCTION(kvg_solve) {
   const bool known = library.find(key).has_value();
   if (known) notice("the question is already in the library: kvg_solve solves it again but deposits nothing");
 
-  const KnowledgeTemplate tmpl = KnowledgeTemplate::parse(settings::knowledge_template());
-  const SegmentedPrompt prompt = tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts);
+  const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
+  const SegmentedPrompt prompt =
+      tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts, tmpl.markers);
   const int64_t n = int64_t(prompt.tokens.size());
   Session session(call.model, call.options);
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);

@@ -46,4 +46,15 @@ std::optional<Digest> store_segment_links(EngineCall& call, const Session& sessi
   return parent;
 }
 
+void audit_generation(AuditRecord& audit, const Grafted& grafted, int64_t prompt_tokens, const GenerateResult& result) {
+  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
+  audit.tokens_in = int32_t(prompt_tokens);
+  audit.tokens_out = int32_t(result.tokens.size());
+  audit.tokens_grafted = int32_t(grafted_tokens_used(grafted, prompt_tokens));
+  audit.graft_us = grafted.micros;
+  audit.prefill_us = to_micros(result.prefill_seconds);
+  audit.decode_us = to_micros(result.decode_seconds);
+  audit.kv_proven = grafted.proven;
+}
+
 }  // namespace kvg::pg

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 
+#include "engine/generate.hpp"
 #include "engine/prefix_search.hpp"
 #include "extension/src/engine_call.hpp"
 
@@ -38,6 +39,10 @@ Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const 
 // recompute: a wholly grafted prompt has its last token evaluated again for
 // its logits (engine/generate.cpp).
 int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens);
+
+// The audit fields of a generation after `grafted`: the chain's leaf, token
+// counts, times and kv_proven (kvg_generate, kvg_chat).
+void audit_generation(AuditRecord& audit, const Grafted& grafted, int64_t prompt_tokens, const GenerateResult& result);
 
 // Stores positions [grafted.tokens, ends.back()) of the session as chain links
 // continuing grafted.leaf, one per segment end (`ends`, increasing), and

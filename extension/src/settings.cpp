@@ -62,9 +62,9 @@ bool prefix_reuse_value = true;
 double transfer_min_similarity_value = 0.5;
 int transfer_max_entries_value = 2;
 
-// Written for the TinyStories models the tests use: story text, then a
-// question and an answer cue they can continue.
-constexpr const char* kDefaultTemplate = "{solution}\nQuestion: {question}\nAnswer:";
+// engine/knowledge_prompt.hpp: on a model with a chat template, this default
+// is laid out in the model's chat format.
+constexpr const char* kDefaultTemplate = kDefaultKnowledgeTemplate;
 
 // A GUC check hook is called from C: nothing may be thrown out of it, and
 // PostgreSQL is called (GUC_check_errdetail may palloc, so longjmp) only once

@@ -23,6 +23,11 @@ std::string text_arg(FunctionCallInfo fcinfo, int n) {
   return std::string(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
 }
 
+std::string jsonb_text_arg(FunctionCallInfo fcinfo, int n) {
+  const char* json = call([&] { return DatumGetCString(DirectFunctionCall1(jsonb_out, PG_GETARG_DATUM(n))); });
+  return std::string(json);
+}
+
 size_t arg_bytes(FunctionCallInfo fcinfo, int n) {
   return call([&] { return toast_raw_datum_size(PG_GETARG_DATUM(n)) - VARHDRSZ; });
 }

@@ -21,6 +21,8 @@ bool arg_is_null(FunctionCallInfoBaseData* fcinfo, int n);
 // InvalidArgument naming `name` when a required argument is NULL.
 void require_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* name);
 std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n);
+// A jsonb argument as its canonical JSON text (jsonb_out).
+std::string jsonb_text_arg(FunctionCallInfoBaseData* fcinfo, int n);
 // The argument's size in bytes, read from its header without detoasting it,
 // so that an oversized value is refused before it is copied anywhere.
 size_t arg_bytes(FunctionCallInfoBaseData* fcinfo, int n);

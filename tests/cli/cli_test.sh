@@ -80,6 +80,18 @@ check "generate greedy reproduces the reference" bash -c "'$kvg' generate --mode
 sampled() { "$kvg" generate --model "$model" --text 'Once' -n 8 --seed 5 --temperature 0.8 --top-k 40 --top-p 0.9 --json "$@" | grep -o '"tokens":\[[0-9,]*\]'; }
 check "generate --json is seeded-reproducible across chunking" bash -c "[ -n \"\$1\" ] && [ \"\$1\" = \"\$2\" ]" _ "$(sampled)" "$(sampled --chunk 1)"
 
+# Chat (docs/chat.md): a synthetic ChatML model, whose <|im_start|> is 298 and <|im_end|> 299.
+"$kvg" synth --out "$tmp/chat.gguf" --chat-template chatml --vocab 300 --n-embd 32 --n-layer 1 --n-head 2 --n-ctx 512 >/dev/null
+check "chat lays out ChatML with the markers as tokens" bash -c "
+  '$kvg' chat --model '$tmp/chat.gguf' --system 'Be brief.' --user Hi -n 4 --json | grep -q '^{\"format\":\"chatml\",\"prompt_tokens\":\[1,298,'"
+check "generate --chat asks the same prompt as chat" bash -c "[ \"\$('$kvg' chat --model '$tmp/chat.gguf' --user Hi -n 4 --json | grep -o '\"tokens\":\[[0-9,]*\]')\" = \
+  \"\$('$kvg' generate --chat --model '$tmp/chat.gguf' --text Hi -n 4 --json | grep -o '\"tokens\":\[[0-9,]*\]')\" ]"
+check "chat --messages takes the JSON conversation" bash -c "
+  '$kvg' chat --model '$tmp/chat.gguf' -n 2 --json --messages '[{\"role\":\"user\",\"content\":\"Hi\"}]' | grep -q '\"prompt_tokens\":\[1,298,'"
+check "chat refuses a member it would ignore" fails "$kvg" chat --model "$tmp/chat.gguf" --messages '[{"role":"user","content":"x","name":"n"}]'
+check "chat refuses a system message where the format has none" fails "$kvg" chat --model "$tmp/chat.gguf" --format gemma --system s --user u
+check "chat on a model without a template is plain" bash -c "'$kvg' chat --model '$model' --user Hi -n 2 --json | grep -q '\"format\":\"plain\"'"
+
 art=$("$kvg" capture --model "$model" --tokens 1,403,407,261,378,432 --out "$tmp/a.kvga" 2>/dev/null | tail -1)
 check "capture prints the artifact's sha256 last" test "$art" = "$(sha256sum "$tmp/a.kvga" | cut -d' ' -f1)"
 check "verify prints the header" bash -c "'$kvg' verify '$tmp/a.kvga' | grep -q '\"n_tokens\": 6'"

@@ -16,7 +16,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${KVG_FUZZ_SECONDS:-20}
 table=false
 jobs=1
-names=(gguf artifact tokenizer)
+names=(gguf artifact tokenizer chat_template)
 build=$repo/build
 while [ $# -gt 0 ]; do
   case $1 in
@@ -36,6 +36,7 @@ declare -A sources=(
   [gguf]="engine/gguf/gguf_file.cpp engine/gguf/mapping_guard.cpp"
   [artifact]="$(cd "$repo" && ls storage/*.cpp | tr '\n' ' ')"
   [tokenizer]="engine/gguf/gguf_file.cpp engine/gguf/mapping_guard.cpp engine/pretokenizer.cpp $(cd "$repo" && ls engine/tokenizer*.cpp | tr '\n' ' ')"
+  [chat_template]="engine/chat_template.cpp engine/chat_messages.cpp"
 )
 export KVG_FUZZ_MODEL=${KVG_FUZZ_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

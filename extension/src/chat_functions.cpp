@@ -1,0 +1,97 @@
+// kvg_chat: a conversation answered as the model's assistant, laid out in
+// its chat format (engine/chat_prompt.hpp, docs/chat.md), one audit row
+// (operation "chat") whose input hash covers the laid-out prompt; and
+// kvg_chat_prompt, which shows that layout without running the model.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/chat_messages.hpp"
+#include "engine/chat_prompt.hpp"
+#include "engine/generate.hpp"
+#include "engine/output_text.hpp"
+#include "engine/prompt.hpp"
+#include "extension/src/audit.hpp"
+#include "extension/src/engine_call.hpp"
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/prefix_reuse.hpp"
+#include "extension/src/sql_values.hpp"
+#include "extension/src/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+namespace {
+
+// The conversation of argument 0 (jsonb) laid out for the model in the
+// format of argument `format_arg`, bounded before it is read: the text the
+// context can hold, plus the JSON around each message.
+ChatPrompt chat_prompt_args(FunctionCallInfo fcinfo, int format_arg, const Model& model) {
+  require_arg(fcinfo, 0, "messages");
+  require_arg(fcinfo, format_arg, "format");
+  const size_t bytes = arg_bytes(fcinfo, 0);
+  if (bytes > max_prompt_bytes(model) + 64 * kMaxChatMessages) check_prompt_bytes(model, bytes, "messages");
+  const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
+  const ChatStyle style = model_chat_style(model.tokenizer(), text_arg(fcinfo, format_arg));
+  return chat_prompt(model, style, messages, kCheckInterrupts);
+}
+
+}  // namespace
+
+// kvg_chat_prompt(messages jsonb, format text default 'auto') returns
+// table(format, prompt, tokens int[]): what kvg_chat would ask the model.
+// Informational (tokenizing only): no audit row.
+KVG_SQL_FUNCTION(kvg_chat_prompt) {
+  const auto model = current_model();
+  const ChatPrompt prompt = chat_prompt_args(fcinfo, 1, *model);
+  // Built before calling into PostgreSQL: an error there must not skip a destructor.
+  std::vector<Datum> ids;
+  ids.reserve(prompt.tokens.size());
+  for (const int32_t id : prompt.tokens) ids.push_back(Int32GetDatum(id));
+  const Datum tokens =
+      call([&] { return PointerGetDatum(construct_array_builtin(ids.data(), int(ids.size()), INT4OID)); });
+  return_single_row(fcinfo, {text_result(chat_format_name(prompt.style.format)), text_result(prompt.text), tokens});
+  return Datum(0);
+}
+
+// kvg_chat(messages jsonb, max_tokens int default 64, format text default
+// 'auto', seed bigint default null, temperature float8 default 0) returns
+// text: the assistant's answer, without the token that ended its turn.
+KVG_SQL_FUNCTION(kvg_chat) {
+  require_arg(fcinfo, 1, "max_tokens");
+  require_arg(fcinfo, 4, "temperature");
+  const int32 max_tokens = PG_GETARG_INT32(1);
+  check_max_tokens(max_tokens);
+  const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
+  const double temperature = PG_GETARG_FLOAT8(4);
+  if (!(temperature >= 0 && temperature <= 100))
+    throw Error(ErrorCode::InvalidArgument, "temperature must be between 0 and 100 (0 is greedy)");
+
+  EngineCall call;
+  const ChatPrompt prompt = chat_prompt_args(fcinfo, 2, *call.model);
+
+  Session session(call.model, call.options);
+  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
+  GenerateOptions options;
+  options.max_new_tokens = max_tokens;
+  options.sampling.temperature = float(temperature);
+  options.sampling.seed = seed;
+  options.prefill_chunk = kPrefillChunk;
+  options.stop_tokens = prompt.stop_tokens;
+  options.check = kCheckInterrupts;
+  options.prefill_report = progress_notices("chat: prefilled");
+  options.decode_report = progress_notices("chat: decoded");
+  const GenerateResult result =
+      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  std::vector<int32_t> answer = result.tokens;
+  if (result.stopped_at_eos) answer.pop_back();  // the end of the turn is not part of the answer
+  const std::string output = call.model->tokenizer().decode(answer);
+
+  AuditRecord audit = call.audit("chat");
+  audit.input_sha256 = text_sha256(prompt.text);
+  audit.set_output(output);
+  audit_generation(audit, grafted, int64_t(prompt.tokens.size()), result);
+  audit_append(call.spi, audit);
+  return text_result(output_text(output));
+}
