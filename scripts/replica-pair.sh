@@ -20,9 +20,9 @@ pair_start() {  # pair_start primary|standby
   as_postgres "$pg_bin/pg_ctl" -D "$pair_dir/$1" -l "$pair_dir/$1.log" -w -t 120 start >/dev/null ||
     { tail -20 "$pair_dir/$1.log"; return 1; }
 }
-pair_remove() {
-  pair_stop standby immediate
-  pair_stop primary immediate
+pair_remove() {  # (neither server need be running)
+  pair_stop standby immediate || true
+  pair_stop primary immediate || true
   rm -rf "$pair_dir"
 }
 
