@@ -2,7 +2,7 @@
 # Every test: the GoogleTest suites and the CLI end to end (ctest), the CUDA
 # kernels under the SIMT emulator, then the extension's pg_regress, pgTAP and
 # dump/restore tests against a private PostgreSQL cluster that this script
-# starts itself. Ends with one line of totals across every suite and a line
+# starts itself, and a primary with a hot standby (tests/replica). Ends with one line of totals across every suite and a line
 # saying why anything skipped; exits non-zero on any failure.
 #
 # With CI=true a test that would skip for a missing file or tool fails
@@ -90,6 +90,16 @@ grep -q '^pg_regress \|^pgtap \|^restore ' "$KVG_COUNTS" || record postgresql 0 
 while read -r suite p f s; do  # pgTAP skip()s: their reasons are in the output above
   why+=("$s in $suite (pgTAP skip, reason printed above)")
 done < <(awk '($1 == "pgtap" || $1 == "restore") && $4 > 0' "$KVG_COUNTS")
+
+echo "== Read replica: a primary and a hot standby (tests/replica/replica_test.sh)"
+# Its own two servers (ports KVG_PGPORT + 13 and + 14), with the extension
+# pg-test.sh installed.
+bash "$repo/tests/replica/replica_test.sh" 2>&1 | tee "$log/replica" | grep -v '^ok '
+replica_status=${PIPESTATUS[0]}
+p=$(grep -c '^ok ' "$log/replica")
+f=$(grep -c '^not ok ' "$log/replica")
+[ "$replica_status" != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
+record replica "$p" "$f" 0
 
 echo
 echo "== Totals"

@@ -29,3 +29,47 @@ COMMENT ON FUNCTION public.kvg_chat_prompt(jsonb, text) IS
   'The chat format, laid-out prompt text and prompt tokens kvg_chat would use for messages (no model run, no audit row).';
 REVOKE EXECUTE ON FUNCTION public.kvg_chat_prompt(jsonb, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.kvg_chat_prompt(jsonb, text) TO kvg_user;
+
+-- scale-out ------------------------------------------------------------------------
+-- Hot standbys answer from the replicated library and artifacts; their audit
+-- rows are appended here, on the primary, in its one hash chain
+-- (docs/scale-out.md). A standby connects with kvg.audit_conninfo as a
+-- member of kvg_audit_writer and calls kvg.audit_append_forwarded, which may
+-- do nothing else: it reads no audit rows and can write only through it.
+
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'kvg_audit_writer') THEN
+    CREATE ROLE kvg_audit_writer NOLOGIN;
+  END IF;
+END
+$$;
+
+-- The audit row of a call a standby answered, with kvg.audit_insert's
+-- arguments (role as text: the standby's calling role), inserted as a local
+-- call's row and linked into the chain before it returns, so that the
+-- standby learns the row's id, seq and row_hash. The transaction is the
+-- caller's (the standby's one statement), so the row is committed when the
+-- standby has its answer. Refuses rows of what only a primary does (import,
+-- capture, learn, solve), an output_sha256 that does not cover the output,
+-- and running on a standby.
+CREATE FUNCTION kvg.audit_append_forwarded(operation text, role text, model_fingerprint text, recipe text,
+                                           input_sha256 text, artifact_sha256 text, output_sha256 text,
+                                           logits_sha256 text, tokens_in integer, tokens_out integer,
+                                           tokens_grafted integer, mode text, knowledge_id bigint,
+                                           verified boolean, output_text text, graft_us bigint,
+                                           prefill_us bigint, decode_us bigint, kv_proven boolean,
+                                           output_bytes bytea)
+RETURNS TABLE (id bigint, seq bigint, row_hash text)
+AS 'MODULE_PATHNAME', 'kvg_audit_append_forwarded' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer, integer,
+                                               integer, text, bigint, boolean, text, bigint, bigint, bigint,
+                                               boolean, bytea) IS
+  'Appends the audit row of a call a hot standby answered; for kvg_audit_writer (docs/scale-out.md).';
+REVOKE EXECUTE ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer,
+                                                      integer, integer, text, bigint, boolean, text, bigint, bigint,
+                                                      bigint, boolean, bytea) FROM PUBLIC;
+GRANT USAGE ON SCHEMA kvg TO kvg_audit_writer;
+GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer,
+                                                     integer, integer, text, bigint, boolean, text, bigint, bigint,
+                                                     bigint, boolean, bytea) TO kvg_audit_writer;

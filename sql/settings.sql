@@ -23,6 +23,10 @@ RESET kvg.knowledge_template;
 SET kvg.transfer_min_similarity = 1.5;
 SET kvg.prefix_reuse = off;
 RESET kvg.prefix_reuse;
+-- A hot standby's way to the primary (docs/scale-out.md): libpq must parse it.
+SET kvg.audit_conninfo = 'host=/var/run/postgresql port=5432 user=standby_audit';
+SET kvg.audit_conninfo = 'no equals sign';
+RESET kvg.audit_conninfo;
 -- The prefix is reserved: a typo is an error, not a silent placeholder.
 SET kvg.modle = '/tmp/model.gguf';
 
@@ -38,6 +42,9 @@ SET kvg.model = '/etc/passwd';
 SET kvg.max_new_tokens = 100000;
 \echo :LAST_ERROR_SQLSTATE
 SET kvg.threads = 2;
+SHOW kvg.audit_conninfo;
+SET kvg.audit_conninfo = 'host=elsewhere';
+SET kvg.allow_unaudited = on;
 SET kvg.knowledge_template = '{solution} {question}';
 SET kvg.prefix_reuse = off;
 SHOW kvg.model;

@@ -15,6 +15,7 @@
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_values.hpp"
+#include "extension/src/standby.hpp"
 #include "extension/src/verifier.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -31,7 +32,9 @@ ResultValue optional_text(const std::optional<std::string>& s) {
 
 // kvg_answer_detail(question text, max_tokens int default 32) returns
 // table(answer, mode, verified, knowledge_id, artifact, tokens_grafted,
-// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id).
+// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id). On a
+// hot standby audit_id is the row's id on the primary, and NULL only when
+// kvg.allow_unaudited let an answer go without one.
 // decode_ms is everything after the graft: the prefill of what was not
 // grafted and the decoding.
 KVG_SQL_FUNCTION(kvg_answer_detail) {
@@ -67,7 +70,8 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
 
   // Compositions with knowledge are stored so the next call grafts them; a
   // cold question's prompt is not (it would store every question ever asked).
-  if (route.mode != Route::Mode::Cold && settings::prefix_reuse())
+  // A standby cannot store: the primary stores them when it answers.
+  if (route.mode != Route::Mode::Cold && settings::prefix_reuse() && !on_standby())
     store_segment_links(call, session, grafted, prompt.ends);
 
   std::optional<bool> verified;
@@ -95,7 +99,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   audit.prefill_us = to_micros(r.prefill_seconds);
   audit.decode_us = to_micros(r.decode_seconds);
   audit.kv_proven = grafted.proven;
-  const int64_t audit_id = audit_append(call.spi, audit);
+  const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
   return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),
                         verified ? ResultValue(BoolGetDatum(*verified)) : std::nullopt,
@@ -103,6 +107,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
                         optional_text(grafted.leaf ? std::optional<std::string>(to_hex(*grafted.leaf)) : std::nullopt),
                         Int32GetDatum(int32(grafted_used)), Int32GetDatum(int32(n - grafted_used)),
                         Int32GetDatum(int32(r.tokens.size())), Float8GetDatum(double(grafted.micros) / 1000),
-                        Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000), Int64GetDatum(audit_id)}});
+                        Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000),
+                        audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt}});
   return Datum(0);
 }

@@ -14,6 +14,7 @@
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/spi.hpp"
 #include "extension/src/sql_values.hpp"
+#include "extension/src/standby.hpp"
 #include "storage/artifact_format.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -45,6 +46,7 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 // it once with its provenance and records the import in the audit trail.
 KVG_SQL_FUNCTION(kvg_import) {
   // Called through 0.1.0's one-argument declaration before ALTER EXTENSION kvg UPDATE: verify.
+  refuse_on_standby("kvg_import", "it stores an artifact");
   const bool verify = PG_NARGS() < 2 || PG_GETARG_BOOL(1);
   const uint64_t size = arg_bytes(fcinfo, 0);
   if (size > settings::max_import_bytes())

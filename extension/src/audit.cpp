@@ -1,6 +1,8 @@
 #include "extension/src/audit.hpp"
 
 #include "common/error.hpp"
+#include "extension/src/audit_forward.hpp"
+#include "extension/src/standby.hpp"
 #include "engine/output_text.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/spi.hpp"
@@ -31,20 +33,32 @@ void AuditRecord::set_output(const std::string& raw) {
   output_sha256 = to_hex(sha256(std::string_view(raw)));
 }
 
-int64_t audit_append(Spi& spi, const AuditRecord& r) {
-  const std::string role = calling_role();
+std::vector<SqlValue> audit_values(const AuditRecord& r, const std::string& role) {
+  return {r.operation, role, r.model_fingerprint, r.recipe, r.input_sha256, r.artifact_sha256, r.output_sha256,
+          r.logits_sha256, number(r.tokens_in), number(r.tokens_out), number(r.tokens_grafted), r.mode,
+          number(r.knowledge_id), boolean(r.verified), r.output_text, number(r.graft_us), number(r.prefill_us),
+          number(r.decode_us), boolean(r.kv_proven), r.output_bytes ? SqlValue(to_hex(*r.output_bytes)) : std::nullopt};
+}
+
+int64_t audit_insert_pending(Spi& spi, const std::vector<SqlValue>& values) {
   OwnerRights owner;  // kvg_user cannot insert into kvg.audit itself
   auto rows = spi.run(
       "SELECT kvg.audit_insert($1, $2::name, $3, $4, $5, $6, $7, $8, $9::integer, $10::integer, $11::integer, $12, "
       "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean, "
       "pg_catalog.decode($20, 'hex'))",
-      {r.operation, role, r.model_fingerprint, r.recipe, r.input_sha256, r.artifact_sha256, r.output_sha256,
-       r.logits_sha256, number(r.tokens_in), number(r.tokens_out), number(r.tokens_grafted), r.mode,
-       number(r.knowledge_id), boolean(r.verified), r.output_text, number(r.graft_us), number(r.prefill_us),
-       number(r.decode_us), boolean(r.kv_proven),
-       r.output_bytes ? SqlValue(to_hex(*r.output_bytes)) : std::nullopt});
+      values);
   if (rows.size() != 1 || !rows[0].at(0)) throw Error(ErrorCode::Internal, "kvg.audit_insert returned no id");
   return std::stoll(*rows[0][0]);
+}
+
+std::optional<int64_t> audit_append(Spi& spi, const AuditRecord& r) {
+  const std::vector<SqlValue> values = audit_values(r, calling_role());
+  if (on_standby()) return append_on_primary(r.operation, values);
+  return audit_insert_pending(spi, values);
+}
+
+void audit_preflight() {
+  if (on_standby()) check_primary_reachable();
 }
 
 namespace {

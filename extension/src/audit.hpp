@@ -1,5 +1,6 @@
 // The audit trail: one row per engine call (and per import), written in the
-// caller's transaction, so it commits or rolls back with the work it records.
+// caller's transaction, so it commits or rolls back with the work it records;
+// on a hot standby, appended on the primary instead (audit_forward.hpp).
 // The row waits in kvg.audit_pending and is linked into the hash chain of
 // kvg.audit when its transaction commits (kvg_audit_link below), so a long
 // transaction never holds the chain's head. The canonical encoding lives in
@@ -9,10 +10,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "extension/src/spi.hpp"
 
 namespace kvg::pg {
-
-class Spi;
 
 struct AuditRecord {
   // "import", "capture", "generate", "graft_check", "learn", "solve", "answer", "chat"
@@ -43,8 +45,28 @@ struct AuditRecord {
   void set_output(const std::string& raw);
 };
 
-// Appends one row and returns its id (its chain position, seq, is given at
-// commit). The row's role is the calling role.
-int64_t audit_append(Spi& spi, const AuditRecord& record);
+// Appends one row, whose role is the calling role, and returns its id. On a
+// primary the row is written in the caller's transaction (its chain
+// position, seq, is given at commit); on a hot standby it is appended on the
+// primary and committed there before this returns. nullopt only on a standby
+// that could not record it while kvg.allow_unaudited is on (it has said so
+// with a WARNING); otherwise that is an error and the call returns nothing.
+std::optional<int64_t> audit_append(Spi& spi, const AuditRecord& record);
+
+// Before an audited call does its work: on a standby, refuses at once when
+// the primary cannot be reached (rather than after the work). Nothing on a
+// primary. EngineCall does this first, so every engine function has it.
+void audit_preflight();
+struct AuditPreflight {
+  AuditPreflight() { audit_preflight(); }
+};
+
+// The parameters of kvg.audit_insert for `record` and `role`, as text, in
+// its order: what a local append inserts and a standby sends the primary.
+std::vector<SqlValue> audit_values(const AuditRecord& record, const std::string& role);
+
+// The local append: a pending row in the caller's transaction, as the
+// schema owner; returns its id.
+int64_t audit_insert_pending(Spi& spi, const std::vector<SqlValue>& values);
 
 }  // namespace kvg::pg

@@ -29,6 +29,9 @@ inline constexpr int64_t kPrefillChunk = 128;
 extern const ProgressCheck kCheckInterrupts;
 
 struct EngineCall {
+  // First, before the model loads: a standby that cannot reach the primary
+  // to record the call's audit row refuses before any work (audit.hpp).
+  AuditPreflight audit_preflight;
   std::shared_ptr<const Model> model = current_model();
   EngineOptions options = current_engine_options();
   Spi spi;

@@ -19,6 +19,7 @@
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/sql_values.hpp"
+#include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
 
 using namespace kvg;
@@ -62,6 +63,7 @@ void warn_unproven(const Grafted& grafted) {
 // kvg_capture(prefix text, parent text default null) returns text: the KV of
 // `prefix` (continuing `parent`'s chain when given) stored as an artifact.
 KVG_SQL_FUNCTION(kvg_capture) {
+  refuse_on_standby("kvg_capture", "it stores an artifact");
   require_arg(fcinfo, 0, "prefix");
   EngineCall call;
   const std::string prefix = prompt_text_arg(fcinfo, 0, *call.model, "prefix");

@@ -16,6 +16,7 @@
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_values.hpp"
+#include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
 
 using namespace kvg;
@@ -39,6 +40,7 @@ std::string trimmed(const std::string& s) {
 // kvg_learn(question text, solution text, answer text, verifier text default
 // 'contains', solve_tokens bigint default null) returns bigint.
 KVG_SQL_FUNCTION(kvg_learn) {
+  refuse_on_standby("kvg_learn", "it adds an entry to the library and stores its artifact");
   require_arg(fcinfo, 0, "question");
   require_arg(fcinfo, 1, "solution");
   require_arg(fcinfo, 2, "answer");
@@ -63,6 +65,7 @@ KVG_SQL_FUNCTION(kvg_learn) {
 // output the solution. solve_tokens counts the prompt once plus every token
 // decoded so far: what the first verified attempt cost.
 KVG_SQL_FUNCTION(kvg_solve) {
+  refuse_on_standby("kvg_solve", "it adds what it solves to the library");
   require_arg(fcinfo, 0, "question");
   require_arg(fcinfo, 1, "verifier");
   require_arg(fcinfo, 2, "max_tokens");
@@ -130,14 +133,15 @@ KVG_SQL_FUNCTION(kvg_solve) {
     audit.prefill_us = to_micros(r.prefill_seconds) + (attempt == 1 ? shared_prefill_us : 0);
     audit.decode_us = to_micros(r.decode_seconds);
     audit.kv_proven = grafted.proven;
-    const int64_t audit_id = audit_append(call.spi, audit);
+    const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
     std::optional<int64_t> knowledge_id;
     if (ok && !known) knowledge_id = deposit(call, library, Deposit{question, output_text(trimmed(output)), answer, verifier, cost});
     rows.push_back({Int32GetDatum(attempt), text_result(answer), BoolGetDatum(ok),
                     Int32GetDatum(int32(r.tokens.size())), Int64GetDatum(cost),
                     Float8GetDatum(double(to_micros(r.prefill_seconds) + *audit.decode_us) / 1000),
-                    knowledge_id ? ResultValue(Int64GetDatum(*knowledge_id)) : std::nullopt, Int64GetDatum(audit_id)});
+                    knowledge_id ? ResultValue(Int64GetDatum(*knowledge_id)) : std::nullopt,
+                    audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt});
     if (ok) break;
   }
   return_rows(fcinfo, rows);

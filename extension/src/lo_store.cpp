@@ -9,6 +9,7 @@
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/spi.hpp"
 #include "extension/src/sql_values.hpp"
+#include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
 
 extern "C" {
@@ -139,6 +140,7 @@ ArtifactMeta meta_from_header(const ArtifactHeader& header) {
 }
 
 LoStore::Writer::Writer(LoStore& store) : store_(store) {
+  refuse_on_standby("storing an artifact", "a standby is read-only");
   OwnerRights owner;  // the object belongs to the owner, not the caller
   loid_ = create_object();
   fd_ = open_object(loid_, INV_WRITE);
@@ -255,7 +257,12 @@ std::optional<StoredArtifact> LoStore::find(const Digest& id) {
 
 StoredArtifact LoStore::require(const Digest& id) {
   if (auto a = find(id)) return *a;
-  throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not stored");
+  // A standby behind the primary lacks what the primary stored since.
+  throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not stored" +
+                                       (on_standby() ? " on this standby, which has replayed the primary's WAL up to " +
+                                                           replayed_up_to() +
+                                                           ": one stored on the primary since has not arrived yet"
+                                                     : ""));
 }
 
 bool LoStore::chain_trusted(const Digest& leaf) {

@@ -29,6 +29,14 @@
 //  kvg.transfer_min_similarity, kvg.transfer_max_entries
 //                      any user: how related an entry must be to be used as
 //                      context for the caller's question, and how many.
+//  kvg.audit_conninfo  superuser, hidden from others (it may hold a password):
+//                      how a hot standby reaches the primary to append its
+//                      audit rows there (docs/scale-out.md). Checked when set.
+//  kvg.audit_connect_timeout
+//                      superuser: how long a standby's call waits to connect.
+//  kvg.allow_unaudited superuser: a standby that cannot record an answer's
+//                      audit row on the primary returns the answer anyway,
+//                      with a WARNING (01V01) and no audit id. Off: it refuses.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
@@ -42,6 +50,7 @@
 #include "common/error.hpp"
 
 #include "engine/knowledge_prompt.hpp"
+#include "extension/src/primary_link.hpp"
 #include "extension/src/postgres.hpp"
 
 namespace kvg::pg::settings {
@@ -61,6 +70,9 @@ char* knowledge_template_value = nullptr;
 bool prefix_reuse_value = true;
 double transfer_min_similarity_value = 0.5;
 int transfer_max_entries_value = 2;
+char* audit_conninfo_value = nullptr;
+int audit_connect_timeout_ms_value = 5000;
+bool allow_unaudited_value = false;
 
 // engine/knowledge_prompt.hpp: on a model with a chat template, this default
 // is laid out in the model's chat format.
@@ -76,6 +88,22 @@ bool check_knowledge_template(char** newval, void**, GucSource) {
     KnowledgeTemplate::parse(*newval ? *newval : "");
   } catch (const std::exception& e) {
     strlcpy(problem, e.what(), sizeof(problem));
+  } catch (...) {
+    strlcpy(problem, "unexpected error", sizeof(problem));
+  }
+  if (problem[0] == '\0') return true;
+  GUC_check_errdetail("%s", problem);
+  return false;
+}
+
+// libpq parses the string as it will when connecting, so a typo fails at
+// SET, not at the first answer on the standby. As check_knowledge_template:
+// nothing thrown out, PostgreSQL called once the C++ objects are gone.
+bool check_audit_conninfo(char** newval, void**, GucSource) {
+  static char problem[512];
+  problem[0] = '\0';
+  try {
+    if (auto why = primary_link::conninfo_problem(*newval ? *newval : "")) strlcpy(problem, why->c_str(), sizeof(problem));
   } catch (...) {
     strlcpy(problem, "unexpected error", sizeof(problem));
   }
@@ -138,6 +166,18 @@ void define() {
                           "A context that would need more is refused (54000) before it is allocated.",
                           &max_kv_memory_kb_value, 1 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
+  DefineCustomStringVariable("kvg.audit_conninfo",
+                             "On a hot standby: libpq connection string of the primary, where audit rows are appended.",
+                             "Its role must be a member of kvg_audit_writer; empty: a standby refuses audited calls.",
+                             &audit_conninfo_value, "", PGC_SUSET, GUC_SUPERUSER_ONLY, check_audit_conninfo, nullptr,
+                             nullptr);
+  DefineCustomIntVariable("kvg.audit_connect_timeout", "How long a standby waits to connect to the primary.", nullptr,
+                          &audit_connect_timeout_ms_value, 5000, 1, 600000, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
+                          nullptr);
+  DefineCustomBoolVariable("kvg.allow_unaudited",
+                           "On a hot standby: return answers whose audit row the primary could not record.",
+                           "Each such answer says so with a WARNING (SQLSTATE 01V01) and has no audit id.",
+                           &allow_unaudited_value, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -159,5 +199,8 @@ const char* knowledge_template() { return knowledge_template_value ? knowledge_t
 bool prefix_reuse() { return prefix_reuse_value; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }
 int transfer_max_entries() { return transfer_max_entries_value; }
+const char* audit_conninfo() { return audit_conninfo_value ? audit_conninfo_value : ""; }
+int audit_connect_timeout_ms() { return audit_connect_timeout_ms_value; }
+bool allow_unaudited() { return allow_unaudited_value; }
 
 }  // namespace kvg::pg::settings

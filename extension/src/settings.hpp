@@ -33,4 +33,9 @@ bool prefix_reuse();
 double transfer_min_similarity();
 int transfer_max_entries();
 
+// Audit forwarding from a hot standby (docs/scale-out.md).
+const char* audit_conninfo();  // "" when unset
+int audit_connect_timeout_ms();
+bool allow_unaudited();
+
 }  // namespace kvg::pg::settings

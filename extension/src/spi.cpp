@@ -28,7 +28,8 @@ struct Params {
   std::vector<Datum> values;
   std::vector<char> nulls;
 
-  explicit Params(std::initializer_list<SqlValue> params)
+  template <typename List>
+  explicit Params(const List& params)
       : types(params.size(), TEXTOID), values(params.size(), Datum(0)), nulls(params.size(), 'n') {
     size_t i = 0;
     for (const SqlValue& p : params) {
@@ -62,6 +63,10 @@ std::vector<SqlRow> result_rows(int rc, const char* sql) {
 }  // namespace
 
 std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> params) {
+  return run(sql, std::vector<SqlValue>(params));
+}
+
+std::vector<SqlRow> Spi::run(const char* sql, const std::vector<SqlValue>& params) {
   Params p(params);
   // read_only = false: a fresh snapshot and command counter per statement,
   // so each statement sees what the previous ones (and the LO writes) did.

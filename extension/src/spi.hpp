@@ -24,6 +24,7 @@ class Spi {
   // Runs one statement (any kind; it sees this transaction's earlier writes)
   // and returns its rows, every column as text.
   std::vector<SqlRow> run(const char* sql, std::initializer_list<SqlValue> params = {});
+  std::vector<SqlRow> run(const char* sql, const std::vector<SqlValue>& params);
   // run(), but under the latest committed state rather than the transaction's
   // snapshot, as PostgreSQL's foreign-key checks do: a REPEATABLE READ
   // transaction then reads and updates a row that others changed since it

@@ -9,6 +9,7 @@
 namespace kvg::pg {
 
 // `sqlstate`: five characters, e.g. "23505".
-[[noreturn]] void raise_sqlstate(const char* sqlstate, const std::string& message, const std::string& hint = {});
+[[noreturn]] void raise_sqlstate(const char* sqlstate, const std::string& message, const std::string& hint = {},
+                                 const std::string& detail = {});
 
 }  // namespace kvg::pg
