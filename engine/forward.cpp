@@ -40,7 +40,8 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
       pool_(std::max(1, options.threads)),
-      rope_(model_->config().rope_dim, model_->config().rope_base),
+      rope_(rope_table_for(model_->config(), false)),
+      rope_local_(rope_table_for(model_->config(), true)),
       cache_(model_->config().n_layer, model_->config().kv_row_floats(),
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
                                      : model_->config().n_ctx,
@@ -113,15 +114,17 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   const int64_t q_width = int64_t(c.n_head) * c.head_dim;
   const int64_t kv_width = c.kv_row_floats();
   const int group = c.n_head / c.n_head_kv;
-  const float scale = 1.0f / std::sqrt(float(c.head_dim));
   cache_.reserve(p0 + n);
   Scratch& s = *scratch_;
   s.fit(c, n);
 
   for (int64_t t = 0; t < n; ++t) dequantize_row(model_->token_embedding(), tokens[size_t(t)], &s.x[size_t(t * c.n_embd)]);
+  if (c.embed_scale) scale_inplace(s.x.data(), std::sqrt(float(c.n_embd)), n * c.n_embd);
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = model_->layers()[size_t(l)];
+    const RopeTable& rope = c.layer_slides(l) ? rope_local_ : rope_;
+    const AttentionExtras extras{c.window(l), c.attn_softcap};
     // Attention block.
     for (int64_t t = 0; t < n; ++t)
       rmsnorm(&s.x[size_t(t * c.n_embd)], w.attn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
@@ -134,8 +137,19 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
         add_inplace(&s.k[size_t(t * kv_width)], w.bk.data(), kv_width);
         add_inplace(&s.v[size_t(t * kv_width)], w.bv.data(), kv_width);
       }
+    if (c.qk_norm)  // each head's q and k normalised on their own, before rotation
+      for (int64_t t = 0; t < n; ++t) {
+        for (int h = 0; h < c.n_head; ++h) {
+          float* qh = &s.q[size_t(t * q_width + int64_t(h) * c.head_dim)];
+          rmsnorm(qh, w.q_norm.data(), c.head_dim, c.norm_eps, qh, isa);
+        }
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          float* kh = &s.k[size_t(t * kv_width + int64_t(h) * c.head_dim)];
+          rmsnorm(kh, w.k_norm.data(), c.head_dim, c.norm_eps, kh, isa);
+        }
+      }
     for (int64_t t = 0; t < n; ++t) {
-      rope_.angles(p0 + t, s.cos.data(), s.sin.data());
+      rope.angles(p0 + t, s.cos.data(), s.sin.data());
       apply_rope(&s.q[size_t(t * q_width)], c.n_head, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
       apply_rope(&s.k[size_t(t * kv_width)], c.n_head_kv, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
       std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
@@ -147,21 +161,26 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       const int h = int(int64_t(task) % c.n_head);
       KvLayout head_kv = layer_kv;
       head_kv.head_offset = int64_t(h / group) * c.head_dim;
-      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, scale,
-                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa);
+      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, c.attn_scale,
+                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
     });
     matmul(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd, pool_, isa);
-    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+    add_residual(w.attn_post_norm, n, isa);
 
-    // Feed-forward block (SwiGLU).
+    // Feed-forward block (SwiGLU, or GeGLU for the gemma family).
     for (int64_t t = 0; t < n; ++t)
       rmsnorm(&s.x[size_t(t * c.n_embd)], w.ffn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
     matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
     matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
-    for (int64_t t = 0; t < n; ++t)
-      swiglu(&s.gate[size_t(t * c.n_ff)], &s.up[size_t(t * c.n_ff)], &s.gate[size_t(t * c.n_ff)], c.n_ff);
+    for (int64_t t = 0; t < n; ++t) {
+      float* g = &s.gate[size_t(t * c.n_ff)];
+      if (c.ffn_activation == FfnActivation::GeluTanh)
+        geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+      else
+        swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+    }
     matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
-    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+    add_residual(w.ffn_post_norm, n, isa);
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 
@@ -173,6 +192,22 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
             &s.xn[size_t((t - first) * c.n_embd)], isa);
   logits->resize(size_t(rows * c.n_vocab));
   matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
+  if (c.final_softcap > 0.0f) softcap_inplace(logits->data(), c.final_softcap, rows * c.n_vocab);
+}
+
+// x += proj for n tokens; with a post-norm (gemma2/3) x += rmsnorm(proj)
+// instead, the norm written to xn first (free between the blocks).
+void Session::add_residual(const std::vector<float>& post_norm, int64_t n, Isa isa) {
+  const ModelConfig& c = model_->config();
+  Scratch& s = *scratch_;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* delta = &s.proj[size_t(t * c.n_embd)];
+    if (!post_norm.empty()) {
+      rmsnorm(delta, post_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+      delta = &s.xn[size_t(t * c.n_embd)];
+    }
+    add_inplace(&s.x[size_t(t * c.n_embd)], delta, c.n_embd);
+  }
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,

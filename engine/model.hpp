@@ -22,8 +22,11 @@ struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
   WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // empty unless config().qkv_bias
+  std::vector<float> q_norm, k_norm;  // head_dim each; empty unless config().qk_norm
+  std::vector<float> attn_post_norm;  // n_embd; empty unless config().post_norms
   std::vector<float> ffn_norm;   // n_embd
   WeightMatrix w_gate, w_up, w_down;
+  std::vector<float> ffn_post_norm;   // n_embd; empty unless config().post_norms
 };
 
 class Model {

@@ -32,6 +32,18 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu_f32(gate[i]) * up[i];
 }
 
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh_f32(gate[i]) * up[i];
+}
+
+void scale_inplace(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * s;
+}
+
+void softcap_inplace(float* x, float cap, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap_f32(x[i], cap);
+}
+
 void add_inplace(float* x, const float* delta, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] + delta[i];
 }

@@ -25,6 +25,15 @@ void apply_rope(float* x, int n_heads, int head_dim, int rope_dim, const float* 
 // out[i] = silu(gate[i]) * up[i].
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (kernels/cpu/portable_math.hpp).
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] = x[i] * s.
+void scale_inplace(float* x, float s, int64_t n);
+
+// x[i] = softcap_f32(x[i], cap).
+void softcap_inplace(float* x, float cap, int64_t n);
+
 // x[i] += delta[i].
 void add_inplace(float* x, const float* delta, int64_t n);
 
