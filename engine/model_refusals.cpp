@@ -114,6 +114,9 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
       key.find("softcap") != std::string_view::npos)
     refuse("logit soft-capping (" + named + ") on this architecture");
   if (traits.sliding_period > 0 && key == "attention.sliding_window") return;
+  // Written by some converters: harmless when it states the family's own pattern.
+  if (traits.sliding_period > 0 && key == "attention.sliding_window_pattern" && number(v) == traits.sliding_period)
+    return;
   if (key.rfind("attention.sliding_window", 0) == 0 || key == "sliding_window")
     refuse("sliding-window attention (" + named + ") on this architecture");
   if (key == "attention.value_length") {

@@ -648,7 +648,7 @@ TEST(CudaKernels, GegluSoftcapScaleAndHeadNormMatchCpu) {
     gate.push_back(x);  // finite inputs: NaN bit patterns are outside the recipe
   const int64_t m = int64_t(gate.size());
   const auto up = noise.values(size_t(m), 2.0f);
-  std::vector<float> cpu(size_t(m));
+  std::vector<float> cpu(static_cast<size_t>(m));
   geglu(gate.data(), up.data(), cpu.data(), m);
   cuda::DeviceBuffer gate_d = to_device(gate, stream);
   const auto up_d = to_device(up, stream);

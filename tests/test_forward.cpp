@@ -270,15 +270,8 @@ struct ArchVariant {
 void PrintTo(const ArchVariant& v, std::ostream* os) { *os << v.name; }
 
 SynthOptions arch_options(const std::string& arch) {
-  SynthOptions o;
+  SynthOptions o = test::small_synth_options();
   o.architecture = arch;
-  o.n_embd = 64;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.n_ff = 96;
-  o.n_vocab = 300;
-  o.n_ctx = 128;
   o.seed = 11;
   return o;
 }

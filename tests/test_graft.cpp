@@ -240,9 +240,8 @@ namespace {
 class GraftOnWindowedModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GraftOnWindowedModel, ExactAtSplitsOnBothSidesOfTheWindow) {
-  SynthOptions o = test::tiny_synth_options();
+  SynthOptions o = test::small_synth_options();
   o.architecture = GetParam();
-  o.n_embd = 64, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_ctx = 128;
   o.n_layer = std::string(GetParam()) == "gemma3" ? 6 : 2;
   o.sliding_window = 40;
   o.attn_softcap = 1.5f;

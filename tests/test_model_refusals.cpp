@@ -142,6 +142,7 @@ TEST(ModelRefusals, FamiliesLoadWithTheirOwnKeysAndTensors) {
     const std::string a = std::string(arch) + ".";
     s.metadata = [a, arch](gguf::Writer& w) {
       if (std::string(arch) != "qwen3" && std::string(arch) != "gemma") w.add_u32(a + "attention.sliding_window", 32);
+      if (std::string(arch) == "gemma3") w.add_u32(a + "attention.sliding_window_pattern", 6);
       if (std::string(arch) == "gemma2") {
         w.add_f32(a + "attn_logit_softcapping", 50.0f);
         w.add_f32(a + "final_logit_softcapping", 30.0f);
@@ -183,6 +184,12 @@ TEST(ModelRefusals, WhatAFamilyDoesNotImplement) {
     w.add_f32("phi3.rope.scaling.attn_factor", 1.19f);
   };
   expect_refused("phi3-attn-factor", attn_factor, {"phi3.rope.scaling.attn_factor"});
+  Spec pattern = yarn;  // a sliding pattern other than the family's
+  pattern.metadata = [](gguf::Writer& w) {
+    w.add_u32("gemma3.attention.sliding_window", 32);
+    w.add_u32("gemma3.attention.sliding_window_pattern", 4);
+  };
+  expect_refused("gemma3-pattern", pattern, {"gemma3.attention.sliding_window_pattern"});
   Spec gemma3_no_window;
   gemma3_no_window.architecture = "gemma3";
   try {
