@@ -88,7 +88,7 @@ std::vector<Command> build_table() {
         {"type", "T", "f32|f16|q8_0|q4_1|q5_0|q5_1|q2_k|q3_k|q5_k: the matrices' format (default f32)"},
         {"seed", "S", "weight seed (default 0)"},
         {"rope-base", "X", "rotary base (default 10000)"},
-        {"arch", "A", "llama|qwen2|qwen3|phi3|gemma|gemma2|gemma3 (default llama)"},
+        {"arch", "A", "llama|qwen2|qwen3|phi3|gemma|gemma2|gemma3|starcoder2 (default llama)"},
         {"llama3-rope", "", "llama: add rope_freqs.weight (Llama 3.1+ rope scaling)"},
         {"rope-scale", "X", "linear rope scaling by X (> 1; gemma3: global layers only)"},
         {"sliding-window", "N", "phi3/gemma2/gemma3: attention window (default 40)"},

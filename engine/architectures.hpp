@@ -27,6 +27,7 @@ struct ArchitectureTraits {
   bool rope_freqs;       // rope_freqs.weight (Llama 3.1+)
   double local_rope_base;  // sliding layers' own rope base (gemma3), 0: none
   int largest_n_layer;   // gemma2/3: this depth scales queries by 1/sqrt(n_embd / n_head)
+  bool layer_norm = false;  // starcoder2: LayerNorm + biases everywhere, ungated GELU FFN
 };
 
 inline constexpr ArchitectureTraits kArchitectures[] = {
@@ -38,6 +39,7 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     {"gemma",  RopeStyle::SplitHalves,   false, false, false, true,  FfnActivation::GeluTanh, false, false,  0, 0,    false, 0.0,     0},
     {"gemma2", RopeStyle::SplitHalves,   false, false, true,  true,  FfnActivation::GeluTanh, false, true,   2, 4096, false, 0.0,     46},
     {"gemma3", RopeStyle::SplitHalves,   false, true,  true,  true,  FfnActivation::GeluTanh, false, true,   6, 0,    false, 10000.0, 62},
+    {"starcoder2", RopeStyle::SplitHalves, true, false, false, false, FfnActivation::GeluTanh, false, false, 0, 0,   false, 0.0,     0, true},
 };
 
 // Throws Error(Unsupported) naming the architecture and the supported list.

@@ -475,6 +475,7 @@ struct CudaForward::Impl {
 // (The CUDA attention kernel has neither a window nor soft-capping yet, and
 // the device keeps one rotary table.)
 static std::string missing_on_gpu(const ModelConfig& c) {
+  if (c.layer_norm) return "LayerNorm, output and FFN biases and an ungated FFN";
   if (c.attn_softcap > 0) return "attention logit soft-capping";
   if (c.sliding_window > 0) return "sliding-window attention";
   if (c.rope_base_local > 0) return "per-layer rope bases";

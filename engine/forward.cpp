@@ -126,8 +126,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     const RopeTable& rope = c.layer_slides(l) ? rope_local_ : rope_;
     const AttentionExtras extras{c.window(l), c.attn_softcap};
     // Attention block.
-    for (int64_t t = 0; t < n; ++t)
-      rmsnorm(&s.x[size_t(t * c.n_embd)], w.attn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
     matmul(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width, pool_, isa);
     matmul(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width, pool_, isa);
     matmul(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width, pool_, isa);
@@ -165,21 +164,28 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
                      &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
     });
     matmul(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd, pool_, isa);
+    add_bias(s.proj.data(), w.bo, n);
     add_residual(w.attn_post_norm, n, isa);
 
     // Feed-forward block (SwiGLU, or GeGLU for the gemma family).
-    for (int64_t t = 0; t < n; ++t)
-      rmsnorm(&s.x[size_t(t * c.n_embd)], w.ffn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
-    matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
-    matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
-    for (int64_t t = 0; t < n; ++t) {
-      float* g = &s.gate[size_t(t * c.n_ff)];
-      if (c.ffn_activation == FfnActivation::GeluTanh)
-        geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
-      else
-        swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    if (c.gated_ffn) {
+      matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
+      for (int64_t t = 0; t < n; ++t) {
+        float* g = &s.gate[size_t(t * c.n_ff)];
+        if (c.ffn_activation == FfnActivation::GeluTanh)
+          geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+        else
+          swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+      }
+    } else {  // starcoder2: gelu(up x + b)
+      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+      add_bias(s.gate.data(), w.b_up, n);
+      gelu_inplace(s.gate.data(), n * c.n_ff);
     }
     matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
+    add_bias(s.proj.data(), w.b_down, n);
     add_residual(w.ffn_post_norm, n, isa);
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
@@ -188,11 +194,27 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   const int64_t first = which == LogitsFor::All ? 0 : n - 1;
   const int64_t rows = n - first;
   for (int64_t t = first; t < n; ++t)
-    rmsnorm(&s.x[size_t(t * c.n_embd)], model_->output_norm().data(), c.n_embd, c.norm_eps,
-            &s.xn[size_t((t - first) * c.n_embd)], isa);
+    norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
+             &s.xn[size_t((t - first) * c.n_embd)], isa);
   logits->resize(size_t(rows * c.n_vocab));
   matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
   if (c.final_softcap > 0.0f) softcap_inplace(logits->data(), c.final_softcap, rows * c.n_vocab);
+}
+
+// The block and output norms: RMSNorm, or LayerNorm with its bias (starcoder2).
+void Session::norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const {
+  const ModelConfig& c = model_->config();
+  if (c.layer_norm)
+    layernorm(x, w.data(), b.data(), c.n_embd, c.norm_eps, y, isa);
+  else
+    rmsnorm(x, w.data(), c.n_embd, c.norm_eps, y, isa);
+}
+
+// rows[t * bias.size() + i] += bias[i] for n rows (nothing for an empty bias).
+void Session::add_bias(float* rows, const std::vector<float>& bias, int64_t n) const {
+  if (bias.empty()) return;
+  const int64_t width = int64_t(bias.size());
+  for (int64_t t = 0; t < n; ++t) add_inplace(rows + t * width, bias.data(), width);
 }
 
 // x += proj for n tokens; with a post-norm (gemma2/3) x += rmsnorm(proj)

@@ -111,6 +111,8 @@ void read_family_config(const gguf::File& file, const ArchitectureTraits& traits
   c.qk_norm = traits.qk_norm;
   c.post_norms = traits.post_norms;
   c.embed_scale = traits.embed_scale;
+  c.layer_norm = traits.layer_norm;
+  c.gated_ffn = !traits.layer_norm;
   c.ffn_activation = traits.activation;
   c.rope_base_local = traits.local_rope_base;
   // gemma2/3 scale queries by 1/sqrt(query_pre_attn_scalar): n_embd / n_head
@@ -174,7 +176,9 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   if (c.rope_dim % 2 != 0) fail("rope.dimension_count " + std::to_string(c.rope_dim) + " is odd");
   c.rope_base = file.opt_float(a + "rope.freq_base").value_or(10000.0);
   if (!(c.rope_base > 1.0 && c.rope_base < 1e12)) fail("rope.freq_base " + std::to_string(c.rope_base) + " is implausible");
-  c.norm_eps = float(file.opt_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.norm_eps = float(file.opt_float(a + (traits.layer_norm ? "attention.layer_norm_epsilon"
+                                                            : "attention.layer_norm_rms_epsilon"))
+                         .value_or(1e-5));
   if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
   c.rope_style = traits.rope_style;
   c.qkv_bias = traits.qkv_bias;
@@ -204,6 +208,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
   const int64_t q_width = int64_t(c.n_head) * c.head_dim, kv_width = int64_t(c.n_head_kv) * c.head_dim;
   model->token_embd_ = matrix(file, "token_embd.weight", c.n_embd, c.n_vocab);
   model->output_norm_ = vector_weights(file, "output_norm.weight", c.n_embd);
+  if (c.layer_norm) model->output_norm_b_ = vector_weights(file, "output_norm.bias", c.n_embd);
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   model->output_ = c.tied_output ? model->token_embd_ : matrix(file, "output.weight", c.n_embd, c.n_vocab);
   const ArchitectureTraits& traits = architecture_traits(c.architecture);
@@ -216,7 +221,16 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;
     w.attn_norm = vector_weights(file, p + "attn_norm.weight", c.n_embd);
+    if (c.layer_norm) {
+      w.attn_norm_b = vector_weights(file, p + "attn_norm.bias", c.n_embd);
+      w.ffn_norm_b = vector_weights(file, p + "ffn_norm.bias", c.n_embd);
+      w.bo = vector_weights(file, p + "attn_output.bias", c.n_embd);
+      w.b_up = vector_weights(file, p + "ffn_up.bias", c.n_ff);
+      w.b_down = vector_weights(file, p + "ffn_down.bias", c.n_embd);
+    }
     if (traits.fused && file.find_tensor(p + "attn_qkv.weight")) {
+      if (file.find_tensor(p + "attn_q.weight"))
+        fail("block " + std::to_string(l) + " has both attn_qkv.weight and attn_q.weight");
       // One matrix, rows [q; k; v]: three views of its rows.
       const WeightMatrix qkv = matrix(file, p + "attn_qkv.weight", c.n_embd, q_width + 2 * kv_width);
       w.wq = rows_of(qkv, 0, q_width);
@@ -245,7 +259,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
       w.w_gate = rows_of(gate_up, 0, c.n_ff);
       w.w_up = rows_of(gate_up, c.n_ff, c.n_ff);
     } else {
-      w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      if (c.gated_ffn) w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
       w.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, c.n_ff);
     }
     w.w_down = matrix(file, p + "ffn_down.weight", c.n_ff, c.n_embd);

@@ -20,6 +20,8 @@ namespace kvg {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
+  std::vector<float> attn_norm_b, ffn_norm_b;  // LayerNorm biases; empty unless config().layer_norm
+  std::vector<float> bo, b_up, b_down;         // output/FFN biases; empty unless config().layer_norm
   WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // empty unless config().qkv_bias
   std::vector<float> q_norm, k_norm;  // head_dim each; empty unless config().qk_norm
@@ -46,6 +48,7 @@ class Model {
 
   const WeightMatrix& token_embedding() const { return token_embd_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& output_norm_bias() const { return output_norm_b_; }  // empty unless layer_norm
   const WeightMatrix& output() const { return output_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
 
@@ -67,7 +70,7 @@ class Model {
   uint64_t parameter_count_ = 0;
   uint64_t weight_bytes_ = 0;
   WeightMatrix token_embd_;
-  std::vector<float> output_norm_;
+  std::vector<float> output_norm_, output_norm_b_;
   WeightMatrix output_;
   std::vector<LayerWeights> layers_;
   mutable std::mutex resident_mutex_;

@@ -44,6 +44,11 @@ struct ModelConfig {
   // Sliding-window layers' own rope base (gemma3's local layers; 0: rope_base).
   double rope_base_local = 0.0;
 
+  // starcoder2: LayerNorm with biases instead of RMSNorm (attention, FFN
+  // and output norms), biases on the attention output and both FFN
+  // matrices, and an ungated FFN: down(gelu(up x + b) ) + b.
+  bool layer_norm = false;
+  bool gated_ffn = true;
   bool embed_scale = false;  // token embeddings times sqrt(n_embd) (gemma)
   bool qk_norm = false;      // per-head RMSNorm of q and k before rope (qwen3, gemma3)
   bool post_norms = false;   // RMSNorm of the attention and FFN outputs before the residual (gemma2/3)

@@ -76,6 +76,8 @@ bool all_zero(const gguf::File& file, const std::string& key, const gguf::Value&
 void check_key(const gguf::File& file, const std::string& full, std::string_view key, const gguf::Value& v,
                const ArchitectureTraits& traits) {
   const std::string named = "'" + full + "' = " + value_text(v);
+  if (traits.layer_norm && key == "attention.layer_norm_rms_epsilon")
+    refuse("an RMSNorm epsilon (" + named + ") on a LayerNorm architecture");
   if (implemented(key)) return;
   // Rotary scaling: "none" is plain RoPE, "linear" scales positions
   // (ModelConfig::rope_freq_scale); yarn and longrope are not implemented.
@@ -127,6 +129,7 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
     if (number(v) == key_length) return;
     refuse("a value head size different from the key head size (" + named + ")");
   }
+  if (traits.layer_norm && key == "attention.layer_norm_epsilon") return;
   if (key == "attention.layer_norm_epsilon") refuse("LayerNorm (" + named + "; the engine implements RMSNorm)");
   if (key == "attention.clamp_kqv") refuse("clamped q/k/v (" + named + ")");
   if (key == "attention.causal") {  // false: bidirectional attention (embedding models)
@@ -143,6 +146,7 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
 // Block tensor suffixes the engine reads; the optional ones only where the
 // architecture has them.
 bool known_block_tensor(std::string_view suffix, const ArchitectureTraits& traits) {
+  if (traits.layer_norm && suffix == "ffn_gate.weight") return false;  // starcoder2's FFN has no gate
   static constexpr std::string_view always[] = {
       "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
       "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
@@ -152,11 +156,15 @@ bool known_block_tensor(std::string_view suffix, const ArchitectureTraits& trait
   if (traits.qkv_bias && (suffix == "attn_q.bias" || suffix == "attn_k.bias" || suffix == "attn_v.bias")) return true;
   if (traits.qk_norm && (suffix == "attn_q_norm.weight" || suffix == "attn_k_norm.weight")) return true;
   if (traits.post_norms && (suffix == "post_attention_norm.weight" || suffix == "post_ffw_norm.weight")) return true;
+  if (traits.layer_norm && (suffix == "attn_norm.bias" || suffix == "ffn_norm.bias" || suffix == "attn_output.bias" ||
+                            suffix == "ffn_up.bias" || suffix == "ffn_down.bias"))
+    return true;
   return traits.fused && suffix == "attn_qkv.weight";
 }
 
 void check_tensor(const std::string& name, const ArchitectureTraits& traits, int n_layer) {
   if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return;
+  if (traits.layer_norm && name == "output_norm.bias") return;
   if (name == "rope_freqs.weight") {
     if (traits.rope_freqs) return;
     refuse("tensor 'rope_freqs.weight' (per-dimension rotary frequency factors) on architecture '" +

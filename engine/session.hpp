@@ -85,6 +85,8 @@ class Session {
   struct Scratch;
   void check_tokens(std::span<const int32_t> tokens) const;
   void add_residual(const std::vector<float>& post_norm, int64_t n, Isa isa);
+  void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
+  void add_bias(float* rows, const std::vector<float>& bias, int64_t n) const;
 
   std::shared_ptr<const Model> model_;
   EngineOptions options_;

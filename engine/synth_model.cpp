@@ -181,10 +181,10 @@ void validate(const SynthOptions& o) {
   if (o.n_head % o.n_head_kv != 0)
     invalid("n_head = " + std::to_string(o.n_head) + " is not a multiple of n_head_kv = " + std::to_string(o.n_head_kv));
   if (!(o.rope_base > 0) || !std::isfinite(o.rope_base)) invalid("rope_base must be positive and finite");
-  static const std::string kWritten[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3"};
+  static const std::string kWritten[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "starcoder2"};
   if (std::find(std::begin(kWritten), std::end(kWritten), o.architecture) == std::end(kWritten))
     invalid("architecture '" + o.architecture + "' is not one the generator writes (llama, qwen2, qwen3, phi3, gemma, "
-            "gemma2, gemma3)");
+            "gemma2, gemma3, starcoder2)");
   if (o.llama3_rope && o.architecture != "llama") invalid("llama3_rope is a llama option");
   if (o.sliding_window < 0 || o.attn_softcap < 0 || o.final_softcap < 0 || o.rope_scale < 0)
     invalid("sliding_window, soft-caps and rope_scale must not be negative");
@@ -338,15 +338,17 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   const uint64_t kv = embd / uint64_t(o.n_head) * uint64_t(o.n_head_kv);
   std::vector<SynthTensor> t;
   const std::string& arch = o.architecture;
-  const bool gemma = arch.rfind("gemma", 0) == 0, phi3 = arch == "phi3";
+  const bool gemma = arch.rfind("gemma", 0) == 0, phi3 = arch == "phi3", starcoder2 = arch == "starcoder2";
   const bool qk_norm = arch == "qwen3" || arch == "gemma3", post_norms = arch == "gemma2" || arch == "gemma3";
   const uint64_t head_dim = embd / uint64_t(o.n_head);
   t.push_back({"token_embd.weight", {embd, vocab}, mat, false});
   t.push_back({"output_norm.weight", {embd}, TensorType::F32, true});
+  if (starcoder2) t.push_back({"output_norm.bias", {embd}, TensorType::F32, false});
   if (!gemma) t.push_back({"output.weight", {embd, vocab}, mat, false});  // gemma ties the head to the embedding
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     t.push_back({p + "attn_norm.weight", {embd}, TensorType::F32, true});
+    if (starcoder2) t.push_back({p + "attn_norm.bias", {embd}, TensorType::F32, false});
     if (phi3) {
       t.push_back({p + "attn_qkv.weight", {embd, embd + 2 * kv}, mat, false});
     } else {
@@ -354,7 +356,7 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
       t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
       t.push_back({p + "attn_v.weight", {embd, kv}, mat, false});
     }
-    if (arch == "qwen2") {  // biases: small random vectors, always f32
+    if (arch == "qwen2" || starcoder2) {  // biases: small random vectors, always f32
       t.push_back({p + "attn_q.bias", {embd}, TensorType::F32, false});
       t.push_back({p + "attn_k.bias", {kv}, TensorType::F32, false});
       t.push_back({p + "attn_v.bias", {kv}, TensorType::F32, false});
@@ -364,15 +366,21 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
       t.push_back({p + "attn_k_norm.weight", {head_dim}, TensorType::F32, true});
     }
     t.push_back({p + "attn_output.weight", {embd, embd}, mat, false});
+    if (starcoder2) t.push_back({p + "attn_output.bias", {embd}, TensorType::F32, false});
     if (post_norms) t.push_back({p + "post_attention_norm.weight", {embd}, TensorType::F32, true});
     t.push_back({p + "ffn_norm.weight", {embd}, TensorType::F32, true});
-    if (phi3) {
+    if (starcoder2) {  // LayerNorm bias; an ungated FFN with biases
+      t.push_back({p + "ffn_norm.bias", {embd}, TensorType::F32, false});
+      t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
+      t.push_back({p + "ffn_up.bias", {ff}, TensorType::F32, false});
+    } else if (phi3) {
       t.push_back({p + "ffn_up.weight", {embd, 2 * ff}, mat, false});  // [gate; up]
     } else {
       t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
       t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
     }
     t.push_back({p + "ffn_down.weight", {ff, embd}, mat, false});
+    if (starcoder2) t.push_back({p + "ffn_down.bias", {embd}, TensorType::F32, false});
     if (post_norms) t.push_back({p + "post_ffw_norm.weight", {embd}, TensorType::F32, true});
   }
   // Last, so that every other weight equals the plain llama model's of the same seed.
@@ -429,7 +437,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   w.add_u32(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
   w.add_u32(a + "rope.dimension_count", uint32_t(o.n_embd / o.n_head));
   w.add_f32(a + "rope.freq_base", o.rope_base);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_f32(a + (o.architecture == "starcoder2" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), 1e-5f);
   w.add_u32(a + "vocab_size", uint32_t(o.n_vocab));
   if (o.rope_scale > 1) {
     w.add_string(a + "rope.scaling.type", "linear");

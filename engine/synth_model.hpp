@@ -41,7 +41,8 @@ struct SynthOptions {
   // llama | qwen2 (q/k/v biases) | qwen3 (q/k norms) | phi3 (fused qkv and
   // gate/up, sliding window) | gemma (GELU, scaled embeddings, tied head) |
   // gemma2 (post-norms, soft-capping, alternate sliding layers) | gemma3
-  // (q/k norms, post-norms, 5 sliding layers of 6 with their own rope base)
+  // (q/k norms, post-norms, 5 sliding layers of 6 with their own rope base) |
+  // starcoder2 (LayerNorm, biases everywhere, ungated GELU FFN)
   std::string architecture = "llama";
   bool llama3_rope = false;    // llama: a rope_freqs.weight tensor (Llama 3.1+ rope scaling)
   float rope_scale = 0;        // > 1: rope.scaling.type = linear with this factor

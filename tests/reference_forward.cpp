@@ -69,6 +69,23 @@ void head_norms(std::vector<double>& v, int n_heads, int head_dim, const std::ve
   }
 }
 
+// LayerNorm with its bias (starcoder2).
+std::vector<double> layer_norm(const std::vector<double>& x, const std::vector<float>& w, const std::vector<float>& b,
+                               double eps) {
+  double mean = 0, var = 0;
+  for (double v : x) mean += v;
+  mean /= double(x.size());
+  for (double v : x) var += (v - mean) * (v - mean);
+  const double inv = 1.0 / std::sqrt(var / double(x.size()) + eps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) * inv * double(w[i]) + double(b[i]);
+  return y;
+}
+
+void add(std::vector<double>& x, const std::vector<float>& b) {
+  for (size_t i = 0; i < b.size(); ++i) x[i] += double(b[i]);
+}
+
 double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 double softcap(double x, double cap) { return cap * std::tanh(x / cap); }
@@ -102,6 +119,10 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
   std::vector<double> logits;
   const int group = c.n_head / c.n_head_kv;
   const bool gemma = c.architecture.rfind("gemma", 0) == 0;
+  const bool starcoder2 = c.architecture == "starcoder2";  // LayerNorm, biases, ungated GELU FFN
+  auto block_norm = [&](const std::vector<double>& x, const std::vector<float>& w, const std::vector<float>& b) {
+    return starcoder2 ? layer_norm(x, w, b, c.norm_eps) : rms_norm(x, w, c.norm_eps);
+  };
   const double attn_cap = c.attn_softcap, final_cap = c.final_softcap;
   for (size_t t = 0; t < tokens.size(); ++t) {
     std::vector<double> x = embd[size_t(tokens[t])];
@@ -114,7 +135,7 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
       const RopeParams r = sliding && c.architecture == "gemma3" ? RopeParams{10000.0, 1.0, nullptr}
                                                                  : RopeParams{c.rope_base, c.rope_freq_scale, &c.rope_freq_factors};
       const size_t first_key = sliding && int64_t(t) >= c.sliding_window ? t - size_t(c.sliding_window) + 1 : 0;
-      auto xn = rms_norm(x, w.attn_norm, c.norm_eps);
+      auto xn = block_norm(x, w.attn_norm, w.attn_norm_b);
       std::vector<double> q = matvec(d.q, xn);
       std::vector<double> k = matvec(d.k, xn);
       std::vector<double> v = matvec(d.v, xn);
@@ -147,17 +168,24 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
             attn[q_off + size_t(e)] += scores[j] / total * values[size_t(l)][j][kv_off + size_t(e)];
       }
       auto o = matvec(d.o, attn);
+      add(o, w.bo);
       if (!w.attn_post_norm.empty()) o = rms_norm(o, w.attn_post_norm, c.norm_eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-      xn = rms_norm(x, w.ffn_norm, c.norm_eps);
-      std::vector<double> g = matvec(d.gate, xn);
-      const std::vector<double> u = matvec(d.up, xn);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = (gemma ? gelu_tanh(g[i]) : silu(g[i])) * u[i];
+      xn = block_norm(x, w.ffn_norm, w.ffn_norm_b);
+      std::vector<double> u = matvec(d.up, xn), g;
+      if (starcoder2) {
+        add(u, w.b_up);
+        for (double v : u) g.push_back(gelu_tanh(v));
+      } else {
+        g = matvec(d.gate, xn);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = (gemma ? gelu_tanh(g[i]) : silu(g[i])) * u[i];
+      }
       auto down = matvec(d.down, g);
+      add(down, w.b_down);
       if (!w.ffn_post_norm.empty()) down = rms_norm(down, w.ffn_post_norm, c.norm_eps);
       for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
     }
-    auto row = matvec(out, rms_norm(x, model.output_norm(), c.norm_eps));
+    auto row = matvec(out, block_norm(x, model.output_norm(), model.output_norm_bias()));
     if (final_cap > 0)
       for (double& v : row) v = softcap(v, final_cap);
     logits.insert(logits.end(), row.begin(), row.end());

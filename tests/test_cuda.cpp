@@ -1348,7 +1348,7 @@ namespace {
 // the same session runs on the CPU with its bits.
 TEST(CudaFamilies, UnimplementedFamiliesAreRefusedByNameAndAutoRunsThemOnTheCpu) {
   KVG_REQUIRE_GPU();
-  for (const char* arch : {"phi3", "gemma2", "gemma3"}) {
+  for (const char* arch : {"phi3", "gemma2", "gemma3", "starcoder2"}) {
     SynthOptions o = small_synth(std::string("f32-") + arch);
     o.sliding_window = 40;
     const std::string path = test::temp_dir(std::string("cuda-family-") + arch) + "/model.gguf";

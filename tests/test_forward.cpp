@@ -301,6 +301,7 @@ std::vector<ArchVariant> arch_variants() {
   gemma3.rope_base = 1000000;
   gemma3.rope_scale = 8;  // global layers only
   v.push_back({"gemma3", gemma3});
+  v.push_back({"starcoder2", arch_options("starcoder2")});
   return v;
 }
 
@@ -346,6 +347,9 @@ TEST_P(ArchitectureModel, LoadsWithItsFamilysFeatures) {
   EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
   EXPECT_EQ(c.post_norms, name == "gemma2" || name == "gemma3");
   EXPECT_EQ(c.embed_scale, name.rfind("gemma", 0) == 0);
+  EXPECT_EQ(c.layer_norm, name == "starcoder2");
+  EXPECT_EQ(c.gated_ffn, name != "starcoder2");
+  EXPECT_EQ(c.qkv_bias, name == "starcoder2");
   EXPECT_EQ(c.sliding_window, name == "phi3" || name == "gemma2" || name == "gemma3" ? 40 : 0);
   EXPECT_EQ(c.attn_softcap, name == "gemma2" ? 1.5f : 0.0f);
   if (name == "gemma3") {
@@ -373,6 +377,7 @@ TEST_P(ArchitectureModel, GoldenLogitsHash) {
       {"gemma", "84aac966075031b03a9adbc1f7171f5b84cdcef6a888a3ae29160e77fb994039"},
       {"gemma2", "6989fe7550f1a4e52e02c6e2bdac930bbf12c578c6c2ba93c4d64113a13ae422"},
       {"gemma3", "5045cfd7e29ac63b393ad7e861a39d918c29655984bcba2d0f354f242f75e9c5"},
+      {"starcoder2", "b28f01a712e00d15ffbed7a2f7f8a2b286e6c31bed4fd591bd78ea9798718d65"},
   };
   EXPECT_EQ(hash_of(logits_of(model_, prompt_for(*model_, 75), 0, 1, default_isa())), kGolden.at(GetParam().name));
 }

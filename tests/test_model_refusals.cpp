@@ -38,7 +38,7 @@ std::vector<uint8_t> zeros(const std::vector<uint64_t>& ne, TensorType type) {
 std::string write_model(const std::string& name, const Spec& spec) {
   SynthOptions o;
   o.n_embd = 64, o.n_layer = 2, o.n_head = 4, o.n_head_kv = 2, o.n_ff = 96, o.n_vocab = 300, o.n_ctx = 128;
-  static const std::string kSynth[] = {"qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3"};
+  static const std::string kSynth[] = {"qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "starcoder2"};
   o.architecture = std::find(std::begin(kSynth), std::end(kSynth), spec.architecture) != std::end(kSynth)
                        ? spec.architecture
                        : "llama";
@@ -54,7 +54,8 @@ std::string write_model(const std::string& name, const Spec& spec) {
   w.add_u32(a + "attention.head_count_kv", 2);
   w.add_u32(a + "rope.dimension_count", 16);
   w.add_f32(a + "rope.freq_base", 10000.0f);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_f32(a + (spec.architecture == "starcoder2" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+            1e-5f);
   w.add_string("tokenizer.ggml.model", "llama");
   if (!spec.tokenizer_pre.empty()) w.add_string("tokenizer.ggml.pre", spec.tokenizer_pre);
   w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));
@@ -136,14 +137,15 @@ TEST(ModelRefusals, BaselinesLoad) {
 
 // Every family loads with its own keys and tensors.
 TEST(ModelRefusals, FamiliesLoadWithTheirOwnKeysAndTensors) {
-  for (const char* arch : {"qwen3", "phi3", "gemma", "gemma2", "gemma3"}) {
+  for (const char* arch : {"qwen3", "phi3", "gemma", "gemma2", "gemma3", "starcoder2"}) {
     Spec s;
     s.architecture = arch;
     const std::string a = std::string(arch) + ".";
     s.metadata = [a, arch](gguf::Writer& w) {
-      if (std::string(arch) != "qwen3" && std::string(arch) != "gemma") w.add_u32(a + "attention.sliding_window", 32);
-      if (std::string(arch) == "gemma3") w.add_u32(a + "attention.sliding_window_pattern", 6);
-      if (std::string(arch) == "gemma2") {
+      const std::string family = arch;
+      if (family == "phi3" || family == "gemma2" || family == "gemma3") w.add_u32(a + "attention.sliding_window", 32);
+      if (family == "gemma3") w.add_u32(a + "attention.sliding_window_pattern", 6);
+      if (family == "gemma2") {
         w.add_f32(a + "attn_logit_softcapping", 50.0f);
         w.add_f32(a + "final_logit_softcapping", 30.0f);
       }
@@ -184,6 +186,10 @@ TEST(ModelRefusals, WhatAFamilyDoesNotImplement) {
     w.add_f32("phi3.rope.scaling.attn_factor", 1.19f);
   };
   expect_refused("phi3-attn-factor", attn_factor, {"phi3.rope.scaling.attn_factor"});
+  Spec gated;  // starcoder2's FFN has no gate: a gate tensor would be ignored
+  gated.architecture = "starcoder2";
+  gated.tensors = tensor("blk.0.ffn_gate.weight", {64, 96});
+  expect_refused("starcoder2-gate", gated, {"blk.0.ffn_gate.weight"});
   Spec pattern = yarn;  // a sliding pattern other than the family's
   pattern.metadata = [](gguf::Writer& w) {
     w.add_u32("gemma3.attention.sliding_window", 32);
@@ -277,8 +283,8 @@ TEST(ModelRefusals, UnknownKeysAndTensors) {
 
 TEST(ModelRefusals, ArchitectureTokenizerAndTensorType) {
   Spec arch;
-  arch.architecture = "starcoder2";
-  expect_refused("arch", arch, {"architecture 'starcoder2'"});
+  arch.architecture = "falcon";
+  expect_refused("arch", arch, {"architecture 'falcon'"});
   Spec pre;
   pre.tokenizer_pre = "qwen2";  // a BPE pre-tokenizer on a SentencePiece vocabulary
   expect_refused("spm-pre", pre, {"tokenizer.ggml.pre", "qwen2"});

@@ -11,6 +11,15 @@ namespace kvg {
 // y = (x * (1 / sqrt(dot(x, x) / n + eps))) * w, element by element.
 void rmsnorm(const float* x, const float* w, int64_t n, float eps, float* y, Isa isa);
 
+// LayerNorm: mean = sum(x) / n, the sum in the dot product's 16-lane order
+// (as dot(x, 1)); d[i] = x[i] - mean; var = dot(d, d) / n;
+// inv = 1 / sqrt(var + eps); y[i] = (d[i] * inv) * w[i] + b[i] (y holds d
+// meanwhile, so y must not alias x).
+void layernorm(const float* x, const float* w, const float* b, int64_t n, float eps, float* y, Isa isa);
+
+// x[i] = gelu_tanh(x[i]).
+void gelu_inplace(float* x, int64_t n);
+
 enum class RopeStyle {
   AdjacentPairs,  // (x[2i], x[2i+1]) rotate together: llama ("NORM" mode)
   SplitHalves,    // (x[i], x[i + rope_dim/2]): GPT-NeoX / qwen2 style
