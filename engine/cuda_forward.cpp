@@ -1,4 +1,4 @@
-// The llama forward pass on the GPU: the same steps, in the same order, as
+// The forward pass on the GPU: the same steps, in the same order, as
 // engine/forward.cpp, each a kernel from kernels/cuda that reproduces its CPU
 // counterpart bit for bit. Only the data movement differs: K and V are
 // written straight into a device mirror of the KV cache, laid out position-

@@ -1,5 +1,5 @@
-// The transformer forward pass (llama family) under the f32-portable-v1
-// recipe. Every step is row-independent: a token's values depend only on its
+// The transformer forward pass of every supported family (engine/architectures.hpp)
+// under the f32-portable-v1 recipe. Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
 // cannot change a bit (DESIGN.md, recipe rule 1).
 #include <algorithm>
