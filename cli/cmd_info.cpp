@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <string>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
@@ -36,7 +37,16 @@ int cmd_info(const Args& args) {
   std::printf("feed forward    %d\n", c.n_ff);
   std::printf("vocabulary      %d\n", c.n_vocab);
   std::printf("context length  %d\n", c.n_ctx);
-  std::printf("rope            dim %d, base %g\n", c.rope_dim, c.rope_base);
+  std::printf("rope            dim %d, base %g%s%s\n", c.rope_dim, c.rope_base,
+              c.rope_freq_factors.empty() ? "" : ", Llama 3.1 frequency factors",
+              c.rope_freq_scale != 1.0 ? (", linear scale " + std::to_string(c.rope_freq_scale)).c_str() : "");
+  if (c.sliding_window > 0)
+    std::printf("sliding window  %d positions (%s)\n", c.sliding_window,
+                c.sliding_period <= 1 ? "every layer"
+                                      : (std::to_string(c.sliding_period - 1) + " layers of " +
+                                         std::to_string(c.sliding_period)).c_str());
+  if (c.attn_softcap > 0 || c.final_softcap > 0)
+    std::printf("soft-capping    attention %g, final %g\n", double(c.attn_softcap), double(c.final_softcap));
   std::printf("output head     %s\n", c.tied_output ? "tied to token_embd" : "separate");
   std::printf("parameters      %llu (%llu bytes)\n", (unsigned long long)model->parameter_count(),
               (unsigned long long)model->weight_bytes());

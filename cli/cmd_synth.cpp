@@ -21,6 +21,11 @@ int cmd_synth(const Args& args) {
   o.rope_base = float(args.get_double("rope-base", 10000.0));
   o.architecture = args.opt("arch").value_or("llama");
   o.chat_template = args.opt("chat-template").value_or("");
+  o.llama3_rope = args.has("llama3-rope");
+  o.rope_scale = float(args.get_double("rope-scale", 0.0));
+  o.sliding_window = int(args.get_int("sliding-window", 0));
+  o.attn_softcap = float(args.get_double("attn-softcap", 0.0));
+  o.final_softcap = float(args.get_double("final-softcap", 0.0));
   const std::string out = args.get("out");
   {
     ProgressLine progress("synth", "MB", 1e6);

@@ -1,5 +1,5 @@
-// The transformer forward pass (llama family) under the f32-portable-v1
-// recipe. Every step is row-independent: a token's values depend only on its
+// The transformer forward pass of every supported family (engine/architectures.hpp)
+// under the f32-portable-v1 recipe. Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
 // cannot change a bit (DESIGN.md, recipe rule 1).
 #include <algorithm>
@@ -40,7 +40,8 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
       pool_(std::max(1, options.threads)),
-      rope_(model_->config().rope_dim, model_->config().rope_base),
+      rope_(rope_table_for(model_->config(), false)),
+      rope_local_(rope_table_for(model_->config(), true)),
       cache_(model_->config().n_layer, model_->config().kv_row_floats(),
              options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
                                      : model_->config().n_ctx,
@@ -114,18 +115,19 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   const int64_t q_width = int64_t(c.n_head) * c.head_dim;
   const int64_t kv_width = c.kv_row_floats();
   const int group = c.n_head / c.n_head_kv;
-  const float scale = 1.0f / std::sqrt(float(c.head_dim));
   cache_.reserve(p0 + n);
   Scratch& s = *scratch_;
   s.fit(c, n);
 
   for (int64_t t = 0; t < n; ++t) dequantize_row(model_->token_embedding(), tokens[size_t(t)], &s.x[size_t(t * c.n_embd)]);
+  if (c.embed_scale) scale_inplace(s.x.data(), std::sqrt(float(c.n_embd)), n * c.n_embd);
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = model_->layers()[size_t(l)];
+    const RopeTable& rope = c.layer_slides(l) ? rope_local_ : rope_;
+    const AttentionExtras extras{c.window(l), c.attn_softcap};
     // Attention block.
-    for (int64_t t = 0; t < n; ++t)
-      rmsnorm(&s.x[size_t(t * c.n_embd)], w.attn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
     matmul(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width, pool_, isa);
     matmul(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width, pool_, isa);
     matmul(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width, pool_, isa);
@@ -135,8 +137,19 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
         add_inplace(&s.k[size_t(t * kv_width)], w.bk.data(), kv_width);
         add_inplace(&s.v[size_t(t * kv_width)], w.bv.data(), kv_width);
       }
+    if (c.qk_norm)  // each head's q and k normalised on their own, before rotation
+      for (int64_t t = 0; t < n; ++t) {
+        for (int h = 0; h < c.n_head; ++h) {
+          float* qh = &s.q[size_t(t * q_width + int64_t(h) * c.head_dim)];
+          rmsnorm(qh, w.q_norm.data(), c.head_dim, c.norm_eps, qh, isa);
+        }
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          float* kh = &s.k[size_t(t * kv_width + int64_t(h) * c.head_dim)];
+          rmsnorm(kh, w.k_norm.data(), c.head_dim, c.norm_eps, kh, isa);
+        }
+      }
     for (int64_t t = 0; t < n; ++t) {
-      rope_.angles(p0 + t, s.cos.data(), s.sin.data());
+      rope.angles(p0 + t, s.cos.data(), s.sin.data());
       apply_rope(&s.q[size_t(t * q_width)], c.n_head, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
       apply_rope(&s.k[size_t(t * kv_width)], c.n_head_kv, c.head_dim, c.rope_dim, s.cos.data(), s.sin.data(), c.rope_style);
       std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
@@ -148,21 +161,33 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       const int h = int(int64_t(task) % c.n_head);
       KvLayout head_kv = layer_kv;
       head_kv.head_offset = int64_t(h / group) * c.head_dim;
-      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, scale,
-                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa);
+      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, c.attn_scale,
+                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
     });
     matmul(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd, pool_, isa);
-    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+    add_bias(s.proj.data(), w.bo, n);
+    add_residual(w.attn_post_norm, n, isa);
 
-    // Feed-forward block (SwiGLU).
-    for (int64_t t = 0; t < n; ++t)
-      rmsnorm(&s.x[size_t(t * c.n_embd)], w.ffn_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
-    matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
-    matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
-    for (int64_t t = 0; t < n; ++t)
-      swiglu(&s.gate[size_t(t * c.n_ff)], &s.up[size_t(t * c.n_ff)], &s.gate[size_t(t * c.n_ff)], c.n_ff);
+    // Feed-forward block (SwiGLU, or GeGLU for the gemma family).
+    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    if (c.gated_ffn) {
+      matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
+      for (int64_t t = 0; t < n; ++t) {
+        float* g = &s.gate[size_t(t * c.n_ff)];
+        if (c.ffn_activation == FfnActivation::GeluTanh)
+          geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+        else
+          swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
+      }
+    } else {  // starcoder2: gelu(up x + b)
+      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+      add_bias(s.gate.data(), w.b_up, n);
+      gelu_inplace(s.gate.data(), n * c.n_ff);
+    }
     matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
-    for (int64_t t = 0; t < n; ++t) add_inplace(&s.x[size_t(t * c.n_embd)], &s.proj[size_t(t * c.n_embd)], c.n_embd);
+    add_bias(s.proj.data(), w.b_down, n);
+    add_residual(w.ffn_post_norm, n, isa);
     // The file truncated under the call: this layer read zeros, stop here.
     model_->check_weights_intact();
   }
@@ -172,11 +197,43 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   const int64_t first = which == LogitsFor::All ? 0 : n - 1;
   const int64_t rows = n - first;
   for (int64_t t = first; t < n; ++t)
-    rmsnorm(&s.x[size_t(t * c.n_embd)], model_->output_norm().data(), c.n_embd, c.norm_eps,
-            &s.xn[size_t((t - first) * c.n_embd)], isa);
+    norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
+             &s.xn[size_t((t - first) * c.n_embd)], isa);
   logits->resize(size_t(rows * c.n_vocab));
   matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
+  if (c.final_softcap > 0.0f) softcap_inplace(logits->data(), c.final_softcap, rows * c.n_vocab);
   model_->check_weights_intact();
+}
+
+// The block and output norms: RMSNorm, or LayerNorm with its bias (starcoder2).
+void Session::norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const {
+  const ModelConfig& c = model_->config();
+  if (c.layer_norm)
+    layernorm(x, w.data(), b.data(), c.n_embd, c.norm_eps, y, isa);
+  else
+    rmsnorm(x, w.data(), c.n_embd, c.norm_eps, y, isa);
+}
+
+// rows[t * bias.size() + i] += bias[i] for n rows (nothing for an empty bias).
+void Session::add_bias(float* rows, const std::vector<float>& bias, int64_t n) const {
+  if (bias.empty()) return;
+  const int64_t width = int64_t(bias.size());
+  for (int64_t t = 0; t < n; ++t) add_inplace(rows + t * width, bias.data(), width);
+}
+
+// x += proj for n tokens; with a post-norm (gemma2/3) x += rmsnorm(proj)
+// instead, the norm written to xn first (free between the blocks).
+void Session::add_residual(const std::vector<float>& post_norm, int64_t n, Isa isa) {
+  const ModelConfig& c = model_->config();
+  Scratch& s = *scratch_;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* delta = &s.proj[size_t(t * c.n_embd)];
+    if (!post_norm.empty()) {
+      rmsnorm(delta, post_norm.data(), c.n_embd, c.norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+      delta = &s.xn[size_t(t * c.n_embd)];
+    }
+    add_inplace(&s.x[size_t(t * c.n_embd)], delta, c.n_embd);
+  }
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,

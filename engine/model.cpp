@@ -1,8 +1,11 @@
 #include "engine/model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "common/error.hpp"
+#include "engine/architectures.hpp"
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/model_refusals.hpp"
 #include "storage/sha256.hpp"
@@ -75,6 +78,14 @@ WeightMatrix matrix(const gguf::File& file, const std::string& name, int64_t col
   return w;
 }
 
+// Rows [first, first + count) of a matrix, as a matrix of their own.
+WeightMatrix rows_of(const WeightMatrix& m, int64_t first, int64_t count) {
+  WeightMatrix w = m;
+  w.data = m.data + size_t(first) * m.row_bytes;
+  w.rows = count;
+  return w;
+}
+
 std::vector<float> vector_weights(const gguf::File& file, const std::string& name, int64_t n) {
   WeightMatrix w = [&] {
     const gguf::TensorInfo& t = require_tensor(file, name);
@@ -93,30 +104,55 @@ std::vector<float> vector_weights(const gguf::File& file, const std::string& nam
   return out;
 }
 
-// What distinguishes the supported families: data, not separate forward passes.
-struct ArchitectureTraits {
-  const char* name;
-  RopeStyle rope_style;
-  bool qkv_bias;
-};
-constexpr ArchitectureTraits kArchitectures[] = {
-    {"llama", RopeStyle::AdjacentPairs, false},  // Llama 1/2/3, TinyLlama, SmolLM, Mistral-style
-    {"qwen2", RopeStyle::SplitHalves, true},
-};
-
-const ArchitectureTraits& traits_of(const std::string& architecture) {
-  for (const auto& t : kArchitectures)
-    if (architecture == t.name) return t;
-  std::string known;
-  for (const auto& t : kArchitectures) known += std::string(known.empty() ? "" : ", ") + t.name;
-  throw Error(ErrorCode::Unsupported, "model: architecture '" + architecture + "' is not supported (supported: " +
-                                          known + ")");
+// What the families add (engine/architectures.hpp); the refusals have
+// already checked that every key present is one of these.
+void read_family_config(const gguf::File& file, const ArchitectureTraits& traits, ModelConfig& c) {
+  const std::string a = c.architecture + ".";
+  c.qk_norm = traits.qk_norm;
+  c.post_norms = traits.post_norms;
+  c.embed_scale = traits.embed_scale;
+  c.layer_norm = traits.layer_norm;
+  c.gated_ffn = !traits.layer_norm;
+  c.ffn_activation = traits.activation;
+  c.rope_base_local = traits.local_rope_base;
+  // gemma2/3 scale queries by 1/sqrt(query_pre_attn_scalar): n_embd / n_head
+  // for the largest model, head_dim otherwise (llama.cpp keys this on depth).
+  const bool largest = traits.largest_n_layer > 0 && c.n_layer == traits.largest_n_layer;
+  c.attn_scale = 1.0f / std::sqrt(float(largest ? c.n_embd / c.n_head : c.head_dim));
+  auto positive = [&](const std::string& key) -> float {
+    const std::optional<double> v = file.opt_float(a + key);
+    if (!v) return 0.0f;
+    if (!(*v > 0.0 && *v < 1e6)) fail("metadata '" + a + key + "' = " + std::to_string(*v) + " is outside (0, 1e6)");
+    return float(*v);
+  };
+  if (traits.softcap) {
+    c.attn_softcap = positive("attn_logit_softcapping");
+    c.final_softcap = positive("final_logit_softcapping");
+  }
+  if (const std::optional<std::string> type = file.opt_string(a + "rope.scaling.type"); type && *type == "linear") {
+    const double factor = file.opt_float(a + "rope.scaling.factor").value_or(1.0);
+    if (!(factor >= 1.0 && factor <= 1024.0)) fail("rope.scaling.factor " + std::to_string(factor) + " is outside [1, 1024]");
+    c.rope_freq_scale = 1.0 / factor;
+  }
+  if (traits.sliding_period > 0) {
+    c.sliding_period = traits.sliding_period;
+    const std::optional<uint64_t> window = file.opt_uint(a + "attention.sliding_window");
+    uint64_t w = window.value_or(uint64_t(traits.default_window));
+    // Phi-3 files written before the key existed: llama.cpp's defaults.
+    if (!window && c.architecture == "phi3" && (c.n_layer == 32 || c.n_layer == 40) && c.n_ctx == 4096) w = 2047;
+    if (!window && c.architecture == "phi3" && c.n_ctx == 131072) w = uint64_t(c.n_ctx);
+    if (w == 0)
+      throw Error(ErrorCode::Unsupported, "model: " + c.architecture + " without '" + a +
+                                              "attention.sliding_window' (the window cannot be derived)");
+    // A window as long as the context masks nothing: plain causal attention.
+    c.sliding_window = w >= uint64_t(c.n_ctx) ? 0 : int(w);
+  }
 }
 
 ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   ModelConfig c;
   c.architecture = file.get_string("general.architecture");
-  const ArchitectureTraits& traits = traits_of(c.architecture);
+  const ArchitectureTraits& traits = architecture_traits(c.architecture);
   c.name = file.opt_string("general.name").value_or("");
   const std::string a = c.architecture + ".";
   auto need = [&](const std::string& key, uint64_t max) { return bounded(file, a + key, file.get_uint(a + key), max); };
@@ -140,11 +176,14 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   if (c.rope_dim % 2 != 0) fail("rope.dimension_count " + std::to_string(c.rope_dim) + " is odd");
   c.rope_base = file.opt_float(a + "rope.freq_base").value_or(10000.0);
   if (!(c.rope_base > 1.0 && c.rope_base < 1e12)) fail("rope.freq_base " + std::to_string(c.rope_base) + " is implausible");
-  c.norm_eps = float(file.opt_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  c.norm_eps = float(file.opt_float(a + (traits.layer_norm ? "attention.layer_norm_epsilon"
+                                                            : "attention.layer_norm_rms_epsilon"))
+                         .value_or(1e-5));
   if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) fail("attention.layer_norm_rms_epsilon is outside (0, 1)");
   c.rope_style = traits.rope_style;
   c.qkv_bias = traits.qkv_bias;
-  refuse_unimplemented(file, c.architecture, c.qkv_bias, c.n_layer);
+  refuse_unimplemented(file, traits, c.n_layer);
+  read_family_config(file, traits, c);
   // The embedding decides the logits width; a vocabulary list may be shorter
   // (padded embeddings) but never longer.
   const gguf::TensorInfo& embd = require_tensor(file, "token_embd.weight");
@@ -169,25 +208,62 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
   const int64_t q_width = int64_t(c.n_head) * c.head_dim, kv_width = int64_t(c.n_head_kv) * c.head_dim;
   model->token_embd_ = matrix(file, "token_embd.weight", c.n_embd, c.n_vocab);
   model->output_norm_ = vector_weights(file, "output_norm.weight", c.n_embd);
+  if (c.layer_norm) model->output_norm_b_ = vector_weights(file, "output_norm.bias", c.n_embd);
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   model->output_ = c.tied_output ? model->token_embd_ : matrix(file, "output.weight", c.n_embd, c.n_vocab);
+  const ArchitectureTraits& traits = architecture_traits(c.architecture);
+  if (const gguf::TensorInfo* freqs = file.find_tensor("rope_freqs.weight")) {
+    c.rope_freq_factors = vector_weights(file, freqs->name, c.rope_dim / 2);
+    for (const float f : c.rope_freq_factors)
+      if (!(f >= 1.0f && f <= 1e6f)) fail("rope_freqs.weight holds " + std::to_string(f) + ", outside [1, 1e6]");
+  }
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;
     w.attn_norm = vector_weights(file, p + "attn_norm.weight", c.n_embd);
-    w.wq = matrix(file, p + "attn_q.weight", c.n_embd, q_width);
-    w.wk = matrix(file, p + "attn_k.weight", c.n_embd, kv_width);
-    w.wv = matrix(file, p + "attn_v.weight", c.n_embd, kv_width);
+    if (c.layer_norm) {
+      w.attn_norm_b = vector_weights(file, p + "attn_norm.bias", c.n_embd);
+      w.ffn_norm_b = vector_weights(file, p + "ffn_norm.bias", c.n_embd);
+      w.bo = vector_weights(file, p + "attn_output.bias", c.n_embd);
+      w.b_up = vector_weights(file, p + "ffn_up.bias", c.n_ff);
+      w.b_down = vector_weights(file, p + "ffn_down.bias", c.n_embd);
+    }
+    if (traits.fused && file.find_tensor(p + "attn_qkv.weight")) {
+      if (file.find_tensor(p + "attn_q.weight"))
+        fail("block " + std::to_string(l) + " has both attn_qkv.weight and attn_q.weight");
+      // One matrix, rows [q; k; v]: three views of its rows.
+      const WeightMatrix qkv = matrix(file, p + "attn_qkv.weight", c.n_embd, q_width + 2 * kv_width);
+      w.wq = rows_of(qkv, 0, q_width);
+      w.wk = rows_of(qkv, q_width, kv_width);
+      w.wv = rows_of(qkv, q_width + kv_width, kv_width);
+    } else {
+      w.wq = matrix(file, p + "attn_q.weight", c.n_embd, q_width);
+      w.wk = matrix(file, p + "attn_k.weight", c.n_embd, kv_width);
+      w.wv = matrix(file, p + "attn_v.weight", c.n_embd, kv_width);
+    }
     if (c.qkv_bias) {
       w.bq = vector_weights(file, p + "attn_q.bias", q_width);
       w.bk = vector_weights(file, p + "attn_k.bias", kv_width);
       w.bv = vector_weights(file, p + "attn_v.bias", kv_width);
     }
+    if (c.qk_norm) {
+      w.q_norm = vector_weights(file, p + "attn_q_norm.weight", c.head_dim);
+      w.k_norm = vector_weights(file, p + "attn_k_norm.weight", c.head_dim);
+    }
     w.wo = matrix(file, p + "attn_output.weight", q_width, c.n_embd);
+    if (c.post_norms) w.attn_post_norm = vector_weights(file, p + "post_attention_norm.weight", c.n_embd);
     w.ffn_norm = vector_weights(file, p + "ffn_norm.weight", c.n_embd);
-    w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    w.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    if (traits.fused && !file.find_tensor(p + "ffn_gate.weight")) {
+      // ffn_up holds [gate; up] (2 * n_ff rows).
+      const WeightMatrix gate_up = matrix(file, p + "ffn_up.weight", c.n_embd, 2 * int64_t(c.n_ff));
+      w.w_gate = rows_of(gate_up, 0, c.n_ff);
+      w.w_up = rows_of(gate_up, c.n_ff, c.n_ff);
+    } else {
+      if (c.gated_ffn) w.w_gate = matrix(file, p + "ffn_gate.weight", c.n_embd, c.n_ff);
+      w.w_up = matrix(file, p + "ffn_up.weight", c.n_embd, c.n_ff);
+    }
     w.w_down = matrix(file, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    if (c.post_norms) w.ffn_post_norm = vector_weights(file, p + "post_ffw_norm.weight", c.n_embd);
     model->layers_.push_back(std::move(w));
   }
   for (const auto& t : file.tensors()) {

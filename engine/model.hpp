@@ -20,10 +20,15 @@ namespace kvg {
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
+  std::vector<float> attn_norm_b, ffn_norm_b;  // LayerNorm biases; empty unless config().layer_norm
+  std::vector<float> bo, b_up, b_down;         // output/FFN biases; empty unless config().layer_norm
   WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // empty unless config().qkv_bias
+  std::vector<float> q_norm, k_norm;  // head_dim each; empty unless config().qk_norm
+  std::vector<float> attn_post_norm;  // n_embd; empty unless config().post_norms
   std::vector<float> ffn_norm;   // n_embd
   WeightMatrix w_gate, w_up, w_down;
+  std::vector<float> ffn_post_norm;   // n_embd; empty unless config().post_norms
 };
 
 class Model {
@@ -43,6 +48,7 @@ class Model {
 
   const WeightMatrix& token_embedding() const { return token_embd_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& output_norm_bias() const { return output_norm_b_; }  // empty unless layer_norm
   const WeightMatrix& output() const { return output_; }
   const std::vector<LayerWeights>& layers() const { return layers_; }
   // Throws an Io error naming the file if it was truncated under the
@@ -69,7 +75,7 @@ class Model {
   uint64_t parameter_count_ = 0;
   uint64_t weight_bytes_ = 0;
   WeightMatrix token_embd_;
-  std::vector<float> output_norm_;
+  std::vector<float> output_norm_, output_norm_b_;
   WeightMatrix output_;
   std::vector<LayerWeights> layers_;
   mutable std::mutex resident_mutex_;

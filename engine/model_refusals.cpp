@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/error.hpp"
+#include "engine/architectures.hpp"
 #include "engine/gguf/gguf_file.hpp"
 
 namespace kvg {
@@ -72,18 +73,17 @@ bool all_zero(const gguf::File& file, const std::string& key, const gguf::Value&
   return number(v) == 0;
 }
 
-void check_key(const gguf::File& file, const std::string& full, std::string_view key, const gguf::Value& v) {
+void check_key(const gguf::File& file, const std::string& full, std::string_view key, const gguf::Value& v,
+               const ArchitectureTraits& traits) {
   const std::string named = "'" + full + "' = " + value_text(v);
+  if (traits.layer_norm && key == "attention.layer_norm_rms_epsilon")
+    refuse("an RMSNorm epsilon (" + named + ") on a LayerNorm architecture");
   if (implemented(key)) return;
-  // Rotary scaling: "none" (or "linear" by a factor of 1) is plain RoPE.
+  // Rotary scaling: "none" is plain RoPE, "linear" scales positions
+  // (ModelConfig::rope_freq_scale); yarn and longrope are not implemented.
   if (key == "rope.scaling.type") {
     if (v.type != gguf::ValueType::STRING) refuse("rope scaling " + named);
-    if (v.s == "none") return;
-    if (v.s == "linear") {
-      const std::optional<double> factor = file.opt_float(full.substr(0, full.size() - 4) + "factor");
-      if (!factor || *factor == 0 || *factor == 1) return;
-      refuse("rope scaling " + named + " with factor " + std::to_string(*factor));
-    }
+    if (v.s == "none" || v.s == "linear") return;
     refuse("rope scaling " + named);
   }
   if (key == "rope.scaling.factor" || key == "rope.scale_linear") {
@@ -92,8 +92,12 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
     const std::optional<std::string> type = file.opt_string(type_key);
     if (type && *type == "none") return;
     if (number(v) == 0 || number(v) == 1) return;
-    if (!type) refuse("rope scaling factor " + named + " (linear scaling)");
+    if (!type) refuse("rope scaling factor " + named + " without rope.scaling.type");
     return;  // the type key's own check names it
+  }
+  if (key == "rope.scaling.attn_factor") {  // yarn / longrope's attention temperature
+    if (number(v) == 1) return;
+    refuse("rope attention factor (" + named + ")");
   }
   // Informational when no scaling applies (checked above).
   if (key == "rope.scaling.original_context_length" || key == "rope.scaling.finetuned") return;
@@ -107,11 +111,16 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
     if (v.type != gguf::ValueType::STRING && all_zero(file, full, v)) return;
     refuse("mixture of experts (" + named + ")");
   }
+  if (traits.softcap && (key == "attn_logit_softcapping" || key == "final_logit_softcapping")) return;
   if (key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "attention.softcap" ||
       key.find("softcap") != std::string_view::npos)
     refuse("logit soft-capping (" + named + ") on this architecture");
+  if (traits.sliding_period > 0 && key == "attention.sliding_window") return;
+  // Written by some converters: harmless when it states the family's own pattern.
+  if (traits.sliding_period > 0 && key == "attention.sliding_window_pattern" && number(v) == traits.sliding_period)
+    return;
   if (key.rfind("attention.sliding_window", 0) == 0 || key == "sliding_window")
-    refuse("sliding-window attention (" + named + ")");
+    refuse("sliding-window attention (" + named + ") on this architecture");
   if (key == "attention.value_length") {
     const std::optional<uint64_t> k = file.opt_uint(full.substr(0, full.size() - key.size()) + "attention.key_length");
     const int64_t heads = int64_t(file.get_uint(full.substr(0, full.size() - key.size()) + "attention.head_count"));
@@ -120,6 +129,7 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
     if (number(v) == key_length) return;
     refuse("a value head size different from the key head size (" + named + ")");
   }
+  if (traits.layer_norm && key == "attention.layer_norm_epsilon") return;
   if (key == "attention.layer_norm_epsilon") refuse("LayerNorm (" + named + "; the engine implements RMSNorm)");
   if (key == "attention.clamp_kqv") refuse("clamped q/k/v (" + named + ")");
   if (key == "attention.causal") {  // false: bidirectional attention (embedding models)
@@ -133,22 +143,33 @@ void check_key(const gguf::File& file, const std::string& full, std::string_view
   refuse("metadata key " + named + " (unknown to this engine, so it may change the computation)");
 }
 
-// Block tensor suffixes the engine reads; biases only where the
+// Block tensor suffixes the engine reads; the optional ones only where the
 // architecture has them.
-bool known_block_tensor(std::string_view suffix, bool qkv_bias) {
+bool known_block_tensor(std::string_view suffix, const ArchitectureTraits& traits) {
+  if (traits.layer_norm && suffix == "ffn_gate.weight") return false;  // starcoder2's FFN has no gate
   static constexpr std::string_view always[] = {
       "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
       "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
   };
   for (const std::string_view s : always)
     if (suffix == s) return true;
-  return qkv_bias && (suffix == "attn_q.bias" || suffix == "attn_k.bias" || suffix == "attn_v.bias");
+  if (traits.qkv_bias && (suffix == "attn_q.bias" || suffix == "attn_k.bias" || suffix == "attn_v.bias")) return true;
+  if (traits.qk_norm && (suffix == "attn_q_norm.weight" || suffix == "attn_k_norm.weight")) return true;
+  if (traits.post_norms && (suffix == "post_attention_norm.weight" || suffix == "post_ffw_norm.weight")) return true;
+  if (traits.layer_norm && (suffix == "attn_norm.bias" || suffix == "ffn_norm.bias" || suffix == "attn_output.bias" ||
+                            suffix == "ffn_up.bias" || suffix == "ffn_down.bias"))
+    return true;
+  return traits.fused && suffix == "attn_qkv.weight";
 }
 
-void check_tensor(const std::string& name, bool qkv_bias, int n_layer) {
+void check_tensor(const std::string& name, const ArchitectureTraits& traits, int n_layer) {
   if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return;
-  if (name == "rope_freqs.weight")
-    refuse("tensor 'rope_freqs.weight' (per-dimension rotary frequency factors, Llama 3.1-style rope scaling)");
+  if (traits.layer_norm && name == "output_norm.bias") return;
+  if (name == "rope_freqs.weight") {
+    if (traits.rope_freqs) return;
+    refuse("tensor 'rope_freqs.weight' (per-dimension rotary frequency factors) on architecture '" +
+           std::string(traits.name) + "'");
+  }
   if (name.rfind("blk.", 0) == 0) {
     const size_t dot = name.find('.', 4);
     const std::string_view index = std::string_view(name).substr(4, dot == std::string::npos ? 0 : dot - 4);
@@ -161,7 +182,7 @@ void check_tensor(const std::string& name, bool qkv_bias, int n_layer) {
     if (suffix.find("_exps") != std::string_view::npos || suffix.find("_shexp") != std::string_view::npos ||
         suffix.rfind("ffn_gate_inp", 0) == 0)
       refuse("mixture of experts (tensor '" + name + "')");
-    if (known_block_tensor(suffix, qkv_bias)) return;
+    if (known_block_tensor(suffix, traits)) return;
     refuse("tensor '" + name + "' (unknown to this engine, so it would be ignored)");
   }
   refuse("tensor '" + name + "' (unknown to this engine, so it would be ignored)");
@@ -169,11 +190,12 @@ void check_tensor(const std::string& name, bool qkv_bias, int n_layer) {
 
 }  // namespace
 
-void refuse_unimplemented(const gguf::File& file, const std::string& architecture, bool qkv_bias, int n_layer) {
-  const std::string prefix = architecture + ".";
+void refuse_unimplemented(const gguf::File& file, const ArchitectureTraits& traits, int n_layer) {
+  const std::string prefix = std::string(traits.name) + ".";
   for (const gguf::KeyValue& kv : file.metadata())
-    if (kv.key.rfind(prefix, 0) == 0) check_key(file, kv.key, std::string_view(kv.key).substr(prefix.size()), kv.value);
-  for (const gguf::TensorInfo& t : file.tensors()) check_tensor(t.name, qkv_bias, n_layer);
+    if (kv.key.rfind(prefix, 0) == 0)
+      check_key(file, kv.key, std::string_view(kv.key).substr(prefix.size()), kv.value, traits);
+  for (const gguf::TensorInfo& t : file.tensors()) check_tensor(t.name, traits, n_layer);
 }
 
 }  // namespace kvg

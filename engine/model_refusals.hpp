@@ -10,10 +10,12 @@ namespace kvg::gguf { class File; }
 
 namespace kvg {
 
+struct ArchitectureTraits;
+
 // Throws Error(Unsupported) naming the first key or tensor that the engine
-// would ignore although it changes the result. `architecture` is the
-// general.architecture the engine accepted; `qkv_bias` says whether that
-// architecture's blocks carry attn_{q,k,v}.bias.
-void refuse_unimplemented(const gguf::File& file, const std::string& architecture, bool qkv_bias, int n_layer);
+// would ignore although it changes the result. `traits` is the accepted
+// general.architecture's row of engine/architectures.hpp: it says which
+// optional keys and block tensors that family implements.
+void refuse_unimplemented(const gguf::File& file, const ArchitectureTraits& traits, int n_layer);
 
 }  // namespace kvg

@@ -84,11 +84,15 @@ class Session {
  private:
   struct Scratch;
   void check_tokens(std::span<const int32_t> tokens) const;
+  void add_residual(const std::vector<float>& post_norm, int64_t n, Isa isa);
+  void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
+  void add_bias(float* rows, const std::vector<float>& bias, int64_t n) const;
 
   std::shared_ptr<const Model> model_;
   EngineOptions options_;
   ThreadPool pool_;
-  RopeTable rope_;
+  RopeTable rope_;        // global layers
+  RopeTable rope_local_;  // sliding-window layers (the same table unless the model gives them their own base)
   KvCache cache_;
   std::vector<int32_t> tokens_;
   std::shared_ptr<Scratch> scratch_;

@@ -181,8 +181,13 @@ void validate(const SynthOptions& o) {
   if (o.n_head % o.n_head_kv != 0)
     invalid("n_head = " + std::to_string(o.n_head) + " is not a multiple of n_head_kv = " + std::to_string(o.n_head_kv));
   if (!(o.rope_base > 0) || !std::isfinite(o.rope_base)) invalid("rope_base must be positive and finite");
-  if (o.architecture != "llama" && o.architecture != "qwen2")
-    invalid("architecture '" + o.architecture + "' is not one the generator writes (llama, qwen2)");
+  static const std::string kWritten[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "starcoder2"};
+  if (std::find(std::begin(kWritten), std::end(kWritten), o.architecture) == std::end(kWritten))
+    invalid("architecture '" + o.architecture + "' is not one the generator writes (llama, qwen2, qwen3, phi3, gemma, "
+            "gemma2, gemma3, starcoder2)");
+  if (o.llama3_rope && o.architecture != "llama") invalid("llama3_rope is a llama option");
+  if (o.sliding_window < 0 || o.attn_softcap < 0 || o.final_softcap < 0 || o.rope_scale < 0)
+    invalid("sliding_window, soft-caps and rope_scale must not be negative");
   const TensorType t = parse_type(o.type);
   const uint32_t block = gguf::block_shape(t)->elements;
   if (o.n_embd % block != 0 || o.n_ff % block != 0)
@@ -264,7 +269,7 @@ gguf::TensorProducer tensor_producer(uint64_t seed, uint64_t index, SynthTensor 
     const uint64_t chunk_rows = std::max<uint64_t>(1, (uint64_t(8) << 20) / row_bytes);
     const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
     const uint64_t key = stream_key(seed, index);
-    const float scale = tensor.norm ? 0.0f : matrix_scale(tensor);
+    const float scale = tensor.norm || tensor.rope_freqs ? 0.0f : matrix_scale(tensor);
     std::vector<uint8_t> out(std::min(rows, chunk_rows) * row_bytes);
     for (uint64_t first = 0; first < rows; first += chunk_rows) {
       const uint64_t n_rows = std::min(chunk_rows, rows - first);
@@ -272,7 +277,9 @@ gguf::TensorProducer tensor_producer(uint64_t seed, uint64_t index, SynthTensor 
         std::vector<float> x(row_elems);
         for (uint64_t r = lo; r < hi; ++r) {
           const uint64_t base = (first + r) * row_elems;
-          if (tensor.norm) {
+          if (tensor.rope_freqs) {
+            for (uint64_t i = 0; i < row_elems; ++i) x[i] = synth_weight(seed, index, tensor, base + i);
+          } else if (tensor.norm) {
             for (uint64_t i = 0; i < row_elems; ++i) x[i] = 1.0f + uniform(key, base + i) * 0x1p-4f;
           } else {
             for (uint64_t i = 0; i < row_elems; ++i) x[i] = uniform(key, base + i) * scale;
@@ -305,7 +312,21 @@ void encode_q8_0(const float* x, size_t n, uint8_t* out) {
   }
 }
 
+// Llama 3.1's rope frequency factors for pair i of n (rope base 10000 as the
+// generator writes it): 1 for short wavelengths, 8 for long ones, a smooth
+// blend between (computed in double, rounded once).
+float llama3_factor(uint64_t i, uint64_t n_pairs, double base) {
+  constexpr double kFactor = 8, kLow = 1, kHigh = 4, kOldContext = 8192, kPi = 3.14159265358979323846;
+  const double freq = std::pow(base, -double(2 * i) / double(2 * n_pairs));
+  const double wavelen = 2 * kPi / freq;
+  if (wavelen < kOldContext / kHigh) return 1.0f;
+  if (wavelen > kOldContext / kLow) return float(kFactor);
+  const double smooth = (kOldContext / wavelen - kLow) / (kHigh - kLow);
+  return float(1.0 / ((1.0 - smooth) / kFactor + smooth));
+}
+
 float synth_weight(uint64_t seed, uint64_t tensor_index, const SynthTensor& tensor, uint64_t element) {
+  if (tensor.rope_freqs) return llama3_factor(element, tensor.ne[0], 10000.0);
   const float u = uniform(stream_key(seed, tensor_index), element);
   return tensor.norm ? 1.0f + u * 0x1p-4f : u * matrix_scale(tensor);
 }
@@ -316,26 +337,54 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   const uint64_t embd = uint64_t(o.n_embd), ff = uint64_t(o.n_ff), vocab = uint64_t(o.n_vocab);
   const uint64_t kv = embd / uint64_t(o.n_head) * uint64_t(o.n_head_kv);
   std::vector<SynthTensor> t;
+  const std::string& arch = o.architecture;
+  const bool gemma = arch.rfind("gemma", 0) == 0, phi3 = arch == "phi3", starcoder2 = arch == "starcoder2";
+  const bool qk_norm = arch == "qwen3" || arch == "gemma3", post_norms = arch == "gemma2" || arch == "gemma3";
+  const uint64_t head_dim = embd / uint64_t(o.n_head);
   t.push_back({"token_embd.weight", {embd, vocab}, mat, false});
   t.push_back({"output_norm.weight", {embd}, TensorType::F32, true});
-  t.push_back({"output.weight", {embd, vocab}, mat, false});
+  if (starcoder2) t.push_back({"output_norm.bias", {embd}, TensorType::F32, false});
+  if (!gemma) t.push_back({"output.weight", {embd, vocab}, mat, false});  // gemma ties the head to the embedding
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     t.push_back({p + "attn_norm.weight", {embd}, TensorType::F32, true});
-    t.push_back({p + "attn_q.weight", {embd, embd}, mat, false});
-    t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
-    t.push_back({p + "attn_v.weight", {embd, kv}, mat, false});
-    if (o.architecture == "qwen2") {  // biases: small random vectors, always f32
+    if (starcoder2) t.push_back({p + "attn_norm.bias", {embd}, TensorType::F32, false});
+    if (phi3) {
+      t.push_back({p + "attn_qkv.weight", {embd, embd + 2 * kv}, mat, false});
+    } else {
+      t.push_back({p + "attn_q.weight", {embd, embd}, mat, false});
+      t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
+      t.push_back({p + "attn_v.weight", {embd, kv}, mat, false});
+    }
+    if (arch == "qwen2" || starcoder2) {  // biases: small random vectors, always f32
       t.push_back({p + "attn_q.bias", {embd}, TensorType::F32, false});
       t.push_back({p + "attn_k.bias", {kv}, TensorType::F32, false});
       t.push_back({p + "attn_v.bias", {kv}, TensorType::F32, false});
     }
+    if (qk_norm) {
+      t.push_back({p + "attn_q_norm.weight", {head_dim}, TensorType::F32, true});
+      t.push_back({p + "attn_k_norm.weight", {head_dim}, TensorType::F32, true});
+    }
     t.push_back({p + "attn_output.weight", {embd, embd}, mat, false});
+    if (starcoder2) t.push_back({p + "attn_output.bias", {embd}, TensorType::F32, false});
+    if (post_norms) t.push_back({p + "post_attention_norm.weight", {embd}, TensorType::F32, true});
     t.push_back({p + "ffn_norm.weight", {embd}, TensorType::F32, true});
-    t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
-    t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
+    if (starcoder2) {  // LayerNorm bias; an ungated FFN with biases
+      t.push_back({p + "ffn_norm.bias", {embd}, TensorType::F32, false});
+      t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
+      t.push_back({p + "ffn_up.bias", {ff}, TensorType::F32, false});
+    } else if (phi3) {
+      t.push_back({p + "ffn_up.weight", {embd, 2 * ff}, mat, false});  // [gate; up]
+    } else {
+      t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
+      t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
+    }
     t.push_back({p + "ffn_down.weight", {ff, embd}, mat, false});
+    if (starcoder2) t.push_back({p + "ffn_down.bias", {embd}, TensorType::F32, false});
+    if (post_norms) t.push_back({p + "post_ffw_norm.weight", {embd}, TensorType::F32, true});
   }
+  // Last, so that every other weight equals the plain llama model's of the same seed.
+  if (o.llama3_rope) t.push_back({"rope_freqs.weight", {head_dim / 2}, TensorType::F32, false, true});
   return t;
 }
 
@@ -402,8 +451,18 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   w.add_u32(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
   w.add_u32(a + "rope.dimension_count", uint32_t(o.n_embd / o.n_head));
   w.add_f32(a + "rope.freq_base", o.rope_base);
-  w.add_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.add_f32(a + (o.architecture == "starcoder2" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), 1e-5f);
   w.add_u32(a + "vocab_size", uint32_t(o.n_vocab));
+  if (o.rope_scale > 1) {
+    w.add_string(a + "rope.scaling.type", "linear");
+    w.add_f32(a + "rope.scaling.factor", o.rope_scale);
+  }
+  if (o.architecture == "phi3" || o.architecture == "gemma2" || o.architecture == "gemma3")
+    w.add_u32(a + "attention.sliding_window", uint32_t(o.sliding_window > 0 ? o.sliding_window : 40));
+  if (o.architecture == "gemma2") {
+    w.add_f32(a + "attn_logit_softcapping", o.attn_softcap > 0 ? o.attn_softcap : 50.0f);
+    w.add_f32(a + "final_logit_softcapping", o.final_softcap > 0 ? o.final_softcap : 30.0f);
+  }
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));
   w.add_array("tokenizer.ggml.scores", std::span<const float>(vocab.scores));

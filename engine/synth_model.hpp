@@ -9,6 +9,9 @@
 //   u     = (2 * (r >> 40) - 2^24) * 2^-24           in [-1, 1), exact in f32
 //   norm weights:   1 + u * 2^-4        (rounded once to f32)
 //   matrix weights: u * (1 / sqrt(ne[0])) (f32 sqrt and division, rounded once)
+//   rope_freqs.weight (llama with llama3_rope): not random, Llama 3.1's
+//     frequency factors for factor 8, low/high frequency factors 1 and 4 and
+//     an original context of 8192 (synth_weight computes them)
 // mix64 is the splitmix64 finaliser; element indexes run in GGUF order (ne[0]
 // fastest); tensor indexes follow synth_tensors().
 #pragma once
@@ -35,7 +38,17 @@ struct SynthOptions {
   std::string type = "f32";  // f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q3_k, q5_k (norms are always f32)
   uint64_t seed = 0;
   float rope_base = 10000;
-  std::string architecture = "llama";  // llama | qwen2 (adds q/k/v biases, NeoX-style rotary)
+  // llama | qwen2 (q/k/v biases) | qwen3 (q/k norms) | phi3 (fused qkv and
+  // gate/up, sliding window) | gemma (GELU, scaled embeddings, tied head) |
+  // gemma2 (post-norms, soft-capping, alternate sliding layers) | gemma3
+  // (q/k norms, post-norms, 5 sliding layers of 6 with their own rope base) |
+  // starcoder2 (LayerNorm, biases everywhere, ungated GELU FFN)
+  std::string architecture = "llama";
+  bool llama3_rope = false;    // llama: a rope_freqs.weight tensor (Llama 3.1+ rope scaling)
+  float rope_scale = 0;        // > 1: rope.scaling.type = linear with this factor
+  int sliding_window = 0;      // phi3/gemma2/gemma3; 0: 40 positions (a synthetic model's context is short)
+  float attn_softcap = 0;      // gemma2; 0: 50 (the real models' value)
+  float final_softcap = 0;     // gemma2; 0: 30
   // "chatml": an instruct-style vocabulary: the last two ids become the
   // control tokens <|im_start|> and <|im_end|> (the end-of-turn token), and
   // tokenizer.chat_template is a ChatML template (docs/chat.md). "": none.
@@ -61,6 +74,7 @@ struct SynthTensor {
   std::vector<uint64_t> ne;  // GGUF order: [in, out]
   gguf::TensorType type;
   bool norm;                 // RMS-norm weight (≈ 1) rather than a matrix
+  bool rope_freqs = false;   // Llama 3.1 rope frequency factors (not random)
 };
 std::vector<SynthTensor> synth_tensors(const SynthOptions& options);  // validates options
 

@@ -16,6 +16,18 @@ SynthOptions tiny_synth_options() {
   return o;
 }
 
+SynthOptions small_synth_options() {
+  SynthOptions o;
+  o.n_embd = 64;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ff = 96;
+  o.n_vocab = 300;
+  o.n_ctx = 128;
+  return o;
+}
+
 std::shared_ptr<const Model> load_synth(const SynthOptions& options, const std::string& name) {
   const std::string path = temp_dir(name) + "/model.gguf";
   write_synth_model(options, path);

@@ -14,6 +14,11 @@ namespace kvg::test {
 // the engine accepts with room for the byte tokens.
 SynthOptions tiny_synth_options();
 
+// Two layers, 64 wide, 4 heads over 2 KV heads, FFN 96, 300 tokens, 128
+// positions: small, but with GQA, several attention blocks and room for a
+// sliding window.
+SynthOptions small_synth_options();
+
 // Writes `options` to a fresh file named after `name` and loads it.
 std::shared_ptr<const Model> load_synth(const SynthOptions& options, const std::string& name);
 

@@ -129,6 +129,10 @@ SynthOptions small_synth(const std::string& variant) {
   const size_t dash = variant.find('-');
   o.type = variant.substr(0, dash);
   if (dash != std::string::npos) o.architecture = variant.substr(dash + 1);
+  if (o.architecture == "llama3") {  // Llama 3.1+ rope scaling: rope_freqs.weight
+    o.architecture = "llama";
+    o.llama3_rope = true;
+  }
   const bool blocks32 = o.type == "q8_0" || o.type == "q4_0" || o.type == "q4_1" || o.type == "q5_0" ||
                         o.type == "q5_1";
   const bool blocks256 = o.type == "q4_k" || o.type == "q6_k" || o.type == "q2_k" || o.type == "q3_k" ||
@@ -144,6 +148,7 @@ SynthOptions small_synth(const std::string& variant) {
   o.n_vocab = 300;
   o.n_ctx = 256;
   o.seed = 42;
+  if (o.architecture == "phi3") o.sliding_window = o.n_ctx;  // fused matrices without a window run on the GPU
   return o;
 }
 
@@ -631,6 +636,56 @@ TEST(CudaKernels, RmsnormRopeSwigluAndAddMatchCpu) {
 #endif
 }
 
+// The gemma family's element-wise ops and the per-head q/k norm.
+TEST(CudaKernels, GegluSoftcapScaleAndHeadNormMatchCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  Noise noise{29};
+  const int64_t n = 20011;
+  auto gate = noise.values(size_t(n), 12.0f);  // both branches of tanh, and its saturation
+  for (float x : {0.0f, -0.0f, 0.625f, -0.625f, std::nextafter(0.625f, 0.0f), 44.0f, -44.0f, 1e-20f, 1e30f})
+    gate.push_back(x);  // finite inputs: NaN bit patterns are outside the recipe
+  const int64_t m = int64_t(gate.size());
+  const auto up = noise.values(size_t(m), 2.0f);
+  std::vector<float> cpu(static_cast<size_t>(m));
+  geglu(gate.data(), up.data(), cpu.data(), m);
+  cuda::DeviceBuffer gate_d = to_device(gate, stream);
+  const auto up_d = to_device(up, stream);
+  cuda::geglu(gate_d.as<float>(), up_d.as<float>(), gate_d.as<float>(), m, stream);
+  EXPECT_EQ(first_difference(cpu, from_device<float>(gate_d, size_t(m), stream)), -1) << "geglu";
+
+  for (float cap : {30.0f, 1.5f}) {
+    std::vector<float> capped = gate;
+    softcap_inplace(capped.data(), cap, m);
+    cuda::DeviceBuffer x_d = to_device(gate, stream);
+    cuda::softcap_inplace(x_d.as<float>(), cap, m, stream);
+    EXPECT_EQ(first_difference(capped, from_device<float>(x_d, size_t(m), stream)), -1) << "softcap " << cap;
+  }
+  std::vector<float> scaled = gate;
+  scale_inplace(scaled.data(), std::sqrt(48.0f), m);
+  cuda::DeviceBuffer s_d = to_device(gate, stream);
+  cuda::scale_inplace(s_d.as<float>(), std::sqrt(48.0f), m, stream);
+  EXPECT_EQ(first_difference(scaled, from_device<float>(s_d, size_t(m), stream)), -1) << "scale";
+
+  // Heads of 12 in rows of stride 40 (3 heads and 4 floats of something else).
+  const int n_heads = 3, head_dim = 12;
+  const int64_t n_tokens = 4, stride = 40;
+  const auto x = noise.values(size_t(n_tokens * stride), 4.0f);
+  const auto w = noise.values(size_t(head_dim));
+  std::vector<float> normed = x;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = &normed[size_t(t * stride + h * head_dim)];
+      rmsnorm(head, w.data(), head_dim, 1e-6f, head, Isa::Scalar);
+    }
+  cuda::DeviceBuffer x_d = to_device(x, stream);
+  const auto w_d = to_device(w, stream);
+  cuda::rmsnorm_heads(x_d.as<float>(), n_tokens, stride, n_heads, head_dim, w_d.as<float>(), 1e-6f, stream);
+  EXPECT_EQ(first_difference(normed, from_device<float>(x_d, x.size(), stream)), -1) << "head norms";
+#endif
+}
+
 TEST(CudaKernels, AttentionMatchesCpuAcrossBlocksAndHeads) {
   KVG_REQUIRE_GPU();
 #ifdef KVG_HAVE_CUDA
@@ -761,7 +816,8 @@ TEST_P(CudaOnSynthModel, LogitsHashAndKvEqualCpuForEveryChunking) {
 
 INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0",
-                                           "q5_1", "q2_k", "q3_k", "q5_k", "f16-qwen2"),
+                                           "q5_1", "q2_k", "q3_k", "q5_k", "f16-qwen2", "f32-llama3", "q8_0-phi3", "f32-qwen3",
+                                           "f16-gemma"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -1279,6 +1335,42 @@ TEST(CudaBench, DISABLED_CpuVersusGpu) {
   EXPECT_TRUE(same);
   EXPECT_TRUE(cpu_graft_exact);
   EXPECT_TRUE(gpu_graft_exact);
+}
+
+}  // namespace
+}  // namespace kvg
+
+namespace kvg {
+namespace {
+
+// Families whose ops the CUDA forward pass lacks (sliding-window attention,
+// attention soft-capping) are refused by name on the GPU; under device=auto
+// the same session runs on the CPU with its bits.
+TEST(CudaFamilies, UnimplementedFamiliesAreRefusedByNameAndAutoRunsThemOnTheCpu) {
+  KVG_REQUIRE_GPU();
+  for (const char* arch : {"phi3", "gemma2", "gemma3", "starcoder2"}) {
+    SynthOptions o = small_synth(std::string("f32-") + arch);
+    o.sliding_window = 40;
+    const std::string path = test::temp_dir(std::string("cuda-family-") + arch) + "/model.gguf";
+    write_synth_model(o, path);
+    auto model = Model::load(path);
+    try {
+      CudaForward gpu(model, 64);
+      ADD_FAILURE() << arch << " was accepted by the CUDA forward pass";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + arch + "'"), std::string::npos) << e.what();
+    }
+    EngineOptions automatic;
+    automatic.device = Device::Auto;
+    Session session(model, automatic);
+    EXPECT_EQ(session.runs_on(), Device::Cpu) << arch;
+    const auto tokens = prompt_for(*model, 20);
+    std::vector<float> on_auto, on_cpu;
+    session.prefill(tokens, 0, LogitsFor::All, &on_auto);
+    Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &on_cpu);
+    EXPECT_EQ(logits_sha256(on_auto), logits_sha256(on_cpu)) << arch;
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "engine/generate.hpp"
 #include "engine/session.hpp"
@@ -12,6 +13,7 @@
 #include "storage/sha256.hpp"
 #include "tests/reference_forward.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg {
 namespace {
@@ -250,6 +252,158 @@ TEST(Forward, KvMemoryBoundRefusesBeforeAllocating) {
   EXPECT_EQ(session.n_past(), 10);
   EXPECT_EQ(session.kv_cache().bytes_for(1), per_position);
 }
+
+}  // namespace
+}  // namespace kvg
+
+namespace kvg {
+namespace {
+
+// One synthetic model per architecture family (kvg synth --arch ...), each
+// with the features that family adds switched on and short enough windows
+// and caps that they change the result within a 75-token prompt.
+struct ArchVariant {
+  const char* name;
+  SynthOptions options;
+};
+
+void PrintTo(const ArchVariant& v, std::ostream* os) { *os << v.name; }
+
+SynthOptions arch_options(const std::string& arch) {
+  SynthOptions o = test::small_synth_options();
+  o.architecture = arch;
+  o.seed = 11;
+  return o;
+}
+
+std::vector<ArchVariant> arch_variants() {
+  std::vector<ArchVariant> v;
+  SynthOptions llama3 = arch_options("llama");
+  llama3.llama3_rope = true;
+  v.push_back({"llama3_rope", llama3});
+  SynthOptions linear = arch_options("llama");
+  linear.rope_scale = 4;
+  v.push_back({"llama_linear_rope", linear});
+  v.push_back({"qwen3", arch_options("qwen3")});
+  SynthOptions phi3 = arch_options("phi3");
+  phi3.sliding_window = 40;
+  v.push_back({"phi3", phi3});
+  v.push_back({"gemma", arch_options("gemma")});
+  SynthOptions gemma2 = arch_options("gemma2");
+  gemma2.n_layer = 3;
+  gemma2.sliding_window = 40;
+  gemma2.attn_softcap = 1.5f;   // synthetic scores and logits are of order 1:
+  gemma2.final_softcap = 2.0f;  // small caps make tanh bend them
+  v.push_back({"gemma2", gemma2});
+  SynthOptions gemma3 = arch_options("gemma3");
+  gemma3.n_layer = 7;  // layers 0-4 and 6 slide, layer 5 is global
+  gemma3.sliding_window = 40;
+  gemma3.rope_base = 1000000;
+  gemma3.rope_scale = 8;  // global layers only
+  v.push_back({"gemma3", gemma3});
+  v.push_back({"starcoder2", arch_options("starcoder2")});
+  return v;
+}
+
+class ArchitectureModel : public ::testing::TestWithParam<ArchVariant> {
+ protected:
+  void SetUp() override { model_ = test::load_synth(GetParam().options, std::string("arch-") + GetParam().name); }
+  std::shared_ptr<const Model> model_;
+};
+
+TEST_P(ArchitectureModel, AgreesWithDoublePrecisionReferenceRowByRow) {
+  const auto tokens = prompt_for(*model_, 75);
+  const auto ours = logits_of(model_, tokens, 0, 1, Isa::Scalar);
+  const auto reference = test::reference_logits(*model_, tokens);
+  ASSERT_EQ(ours.size(), reference.size());
+  const size_t n_vocab = size_t(model_->config().n_vocab);
+  for (size_t row = 0; row < tokens.size(); ++row) {
+    double max_diff = 0, max_abs = 0;
+    for (size_t i = row * n_vocab; i < (row + 1) * n_vocab; ++i) {
+      max_diff = std::max(max_diff, std::abs(double(ours[i]) - reference[i]));
+      max_abs = std::max(max_abs, std::abs(reference[i]));
+    }
+    ASSERT_LT(max_diff, 1e-5 * max_abs) << "position " << row << ", largest |logit| " << max_abs;
+  }
+}
+
+TEST_P(ArchitectureModel, BitwiseInvariantAcrossChunksThreadsAndIsa) {
+  const auto tokens = prompt_for(*model_, 75);
+  const auto baseline = logits_of(model_, tokens, 0, 1, Isa::Scalar);
+  for (Isa isa : supported_isas())
+    for (int threads : {1, 3})
+      for (int64_t chunk : {1, 7, 32, 0}) {
+        const auto logits = logits_of(model_, tokens, chunk, threads, isa);
+        ASSERT_EQ(0, std::memcmp(logits.data(), baseline.data(), logits.size() * 4))
+            << "isa " << isa_name(isa) << ", threads " << threads << ", chunk " << chunk;
+      }
+}
+
+// The features are really on: each family's configuration as loaded.
+TEST_P(ArchitectureModel, LoadsWithItsFamilysFeatures) {
+  const ModelConfig& c = model_->config();
+  const std::string name = GetParam().name;
+  EXPECT_EQ(!c.rope_freq_factors.empty(), name == "llama3_rope");
+  EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
+  EXPECT_EQ(c.post_norms, name == "gemma2" || name == "gemma3");
+  EXPECT_EQ(c.embed_scale, name.rfind("gemma", 0) == 0);
+  EXPECT_EQ(c.layer_norm, name == "starcoder2");
+  EXPECT_EQ(c.gated_ffn, name != "starcoder2");
+  EXPECT_EQ(c.qkv_bias, name == "starcoder2");
+  EXPECT_EQ(c.sliding_window, name == "phi3" || name == "gemma2" || name == "gemma3" ? 40 : 0);
+  EXPECT_EQ(c.attn_softcap, name == "gemma2" ? 1.5f : 0.0f);
+  if (name == "gemma3") {
+    EXPECT_FALSE(c.layer_slides(5));
+    EXPECT_TRUE(c.layer_slides(4) && c.layer_slides(6));
+    EXPECT_EQ(c.rope_freq_scale, 1.0 / 8);
+  }
+  if (name == "gemma2") {
+    EXPECT_TRUE(c.layer_slides(0) && !c.layer_slides(1) && c.layer_slides(2));
+  }
+  if (name == "llama3_rope") {  // factors 1 (short wavelengths) up to 8 (long ones)
+    EXPECT_EQ(c.rope_freq_factors.front(), 1.0f);
+    EXPECT_EQ(c.rope_freq_factors.back(), 8.0f);
+  }
+}
+
+// Golden hashes of the logits of a fixed prompt on each family's synthetic
+// model (DESIGN.md, recipe rule 6).
+TEST_P(ArchitectureModel, GoldenLogitsHash) {
+  static const std::map<std::string, std::string> kGolden = {
+      {"llama3_rope", "bf59d45b716b14de764e912606ef734cd3d2e9427ede42623df314c292c90c2d"},
+      {"llama_linear_rope", "89bf7cd7051eaefcee45863f8b96b4087b013701b343ca6d9b9faf8a860eb3d6"},
+      {"qwen3", "94cde128d72fe396462e62ca916ba35a77a8fac989c9307e0a6267ad0f11745c"},
+      {"phi3", "ea50802d127a6ea13ac8cffb6d31a057657c6f2c242c175cc6e686df050cf17f"},
+      {"gemma", "84aac966075031b03a9adbc1f7171f5b84cdcef6a888a3ae29160e77fb994039"},
+      {"gemma2", "6989fe7550f1a4e52e02c6e2bdac930bbf12c578c6c2ba93c4d64113a13ae422"},
+      {"gemma3", "5045cfd7e29ac63b393ad7e861a39d918c29655984bcba2d0f354f242f75e9c5"},
+      {"starcoder2", "b28f01a712e00d15ffbed7a2f7f8a2b286e6c31bed4fd591bd78ea9798718d65"},
+  };
+  EXPECT_EQ(hash_of(logits_of(model_, prompt_for(*model_, 75), 0, 1, default_isa())), kGolden.at(GetParam().name));
+}
+
+// Llama 3.1's frequency factors change the logits (the silent difference
+// issue 9 found): the same weights without rope_freqs.weight give other
+// numbers, and each file agrees with the reference on its own.
+TEST(Forward, Llama3RopeFactorsChangeTheLogits) {
+  SynthOptions with = arch_options("llama");
+  with.llama3_rope = true;
+  auto scaled = test::load_synth(with, "llama3-factors");
+  auto plain = test::load_synth(arch_options("llama"), "llama3-plain");
+  const auto tokens = prompt_for(*plain, 75);
+  const auto a = logits_of(scaled, tokens, 0, 1, Isa::Scalar), b = logits_of(plain, tokens, 0, 1, Isa::Scalar);
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(double(a[i]) - double(b[i])));
+    max_abs = std::max(max_abs, std::abs(double(b[i])));
+  }
+  EXPECT_GT(max_diff, 1e-3 * max_abs);
+  // The first position has angle 0 everywhere: identical there.
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), size_t(plain->config().n_vocab) * 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ArchitectureModel, ::testing::ValuesIn(arch_variants()),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace kvg

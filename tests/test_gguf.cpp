@@ -15,6 +15,7 @@
 #include "engine/synth_model.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/synth_fixture.hpp"
 
 namespace kvg {
 namespace {
@@ -509,14 +510,7 @@ TEST(GgufWriter, RejectsBadTensorsAndCleansUp) {
 // ---------------------------------------------------------------- synthetic models
 
 SynthOptions tiny(const std::string& type) {
-  SynthOptions o;
-  o.n_embd = 64;
-  o.n_layer = 2;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.n_ff = 96;
-  o.n_vocab = 300;
-  o.n_ctx = 128;
+  SynthOptions o = test::small_synth_options();
   o.type = type;
   o.seed = 42;
   o.rope_base = 500000;

@@ -3,6 +3,7 @@
 // portable math is accurate and never calls libm in the numeric path.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -391,6 +392,90 @@ TEST(Attention, SameBitsForEveryIsaAndMatchesSoftmax) {
       double o = 0;
       for (int64_t j = 0; j <= pos; ++j) o += w[size_t(j)] / total * v[size_t(j * head_dim + d)];
       EXPECT_NEAR(expected[size_t(d)], o, 1e-5);
+    }
+  }
+}
+
+TEST(PortableMath, TanhGeluAndSoftcapAreAccurate) {
+  for (float x = -20.0f; x <= 20.0f; x += 0.0137f) {
+    EXPECT_NEAR(tanh_f32(x), std::tanh(double(x)), 2e-7 + 2e-7 * std::fabs(std::tanh(double(x)))) << x;
+    const double g = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * double(x) * x * x)));
+    EXPECT_NEAR(gelu_tanh_f32(x), g, 1e-6 * std::max(1.0, std::fabs(g))) << x;
+    EXPECT_NEAR(softcap_f32(x, 5.0f), 5.0 * std::tanh(x / 5.0), 2e-6) << x;
+  }
+  // Small arguments keep their relative accuracy (the polynomial branch).
+  for (float x : {1e-30f, 1e-8f, 1e-4f, 0.3f, 0.6249f})
+    EXPECT_NEAR(tanh_f32(x) / x, std::tanh(double(x)) / x, 3e-7) << x;
+  EXPECT_EQ(tanh_f32(100.0f), 1.0f);
+  EXPECT_EQ(tanh_f32(-100.0f), -1.0f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(tanh_f32(-0.0f)), 0x80000000u);
+  EXPECT_EQ(gelu_tanh_f32(-30.0f), -0.0f);
+  EXPECT_EQ(gelu_tanh_f32(30.0f), 30.0f);
+}
+
+// A sliding window visits only keys in (p - w, p], entering the first block
+// at p - w + 1; soft-capping bends every score. Same bits on every ISA, and
+// keys outside the window cannot matter.
+TEST(Attention, WindowAndSoftcapSameBitsForEveryIsaAndIgnoreOutsideKeys) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> value(0.0f, 2.0f);
+  const int head_dim = 20;
+  const int64_t positions = 130;
+  std::vector<float> k(static_cast<size_t>(positions * head_dim)), v(k.size()), q(static_cast<size_t>(head_dim));
+  for (auto& x : k) x = value(rng);
+  for (auto& x : v) x = value(rng);
+  for (auto& x : q) x = value(rng);
+  const KvLayout kv{k.data(), v.data(), head_dim, 0};
+  for (const AttentionExtras extras : {AttentionExtras{40, 0.0f}, AttentionExtras{0, 1.5f}, AttentionExtras{33, 2.0f},
+                                       AttentionExtras{1, 0.0f}}) {
+    for (int64_t pos : {0, 5, 32, 39, 40, 41, 64, 72, 96, 129}) {
+      std::vector<float> expected(static_cast<size_t>(head_dim));
+      attention_head(q.data(), kv, head_dim, pos, 0.3f, expected.data(), Isa::Scalar, extras);
+      for (Isa isa : supported_isas()) {
+        std::vector<float> out(static_cast<size_t>(head_dim));
+        attention_head(q.data(), kv, head_dim, pos, 0.3f, out.data(), isa, extras);
+        ASSERT_EQ(std::memcmp(out.data(), expected.data(), out.size() * 4), 0) << isa_name(isa) << " " << pos;
+      }
+      // Scramble every key and value the window hides: nothing changes.
+      std::vector<float> k2 = k, v2 = v;
+      const int64_t lo = first_visible(pos, extras.window);
+      for (int64_t j = 0; j < lo; ++j)
+        for (int d = 0; d < head_dim; ++d) k2[size_t(j * head_dim + d)] = v2[size_t(j * head_dim + d)] = 1e3f;
+      std::vector<float> hidden(static_cast<size_t>(head_dim));
+      attention_head(q.data(), KvLayout{k2.data(), v2.data(), head_dim, 0}, head_dim, pos, 0.3f, hidden.data(),
+                     Isa::Scalar, extras);
+      ASSERT_EQ(std::memcmp(hidden.data(), expected.data(), hidden.size() * 4), 0) << pos;
+      // Against a plain double softmax over the window.
+      std::vector<double> w;
+      double max_s = -1e300, total = 0;
+      for (int64_t j = lo; j <= pos; ++j) {
+        double s = 0;
+        for (int d = 0; d < head_dim; ++d) s += double(q[size_t(d)]) * k[size_t(j * head_dim + d)];
+        s *= 0.3;
+        if (extras.softcap > 0) s = extras.softcap * std::tanh(s / extras.softcap);
+        w.push_back(s);
+        max_s = std::max(max_s, s);
+      }
+      for (auto& x : w) total += (x = std::exp(x - max_s));
+      for (int d = 0; d < head_dim; ++d) {
+        double o = 0;
+        for (int64_t j = lo; j <= pos; ++j) o += w[size_t(j - lo)] / total * v[size_t(j * head_dim + d)];
+        EXPECT_NEAR(expected[size_t(d)], o, 1e-5 * 4);
+      }
+    }
+  }
+}
+
+TEST(RopeTable, FrequencyFactorsAndLinearScaleDivideTheFrequencies) {
+  const std::vector<float> factors = {1.0f, 1.0f, 2.5f, 8.0f};
+  RopeTable table(8, 500000.0, factors, 0.25);
+  std::vector<float> c(4), s(4);
+  for (int64_t pos : {0, 3, 1000, 70000}) {
+    table.angles(pos, c.data(), s.data());
+    for (int i = 0; i < 4; ++i) {
+      const double angle = double(pos) * std::pow(500000.0, -2.0 * i / 8.0) * 0.25 / factors[size_t(i)];
+      EXPECT_NEAR(c[size_t(i)], std::cos(angle), 1e-6) << pos << " " << i;
+      EXPECT_NEAR(s[size_t(i)], std::sin(angle), 1e-6) << pos << " " << i;
     }
   }
 }

@@ -10,12 +10,12 @@ namespace kvg {
 
 namespace detail {
 void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
-                           float* out);
+                           float* out, const AttentionExtras& extras);
 }  // namespace detail
 
 void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
-                    float* out, Isa isa) {
-  if (isa == Isa::Avx512) return detail::attention_head_avx512(q, kv, head_dim, position, scale, out);
+                    float* out, Isa isa, const AttentionExtras& extras) {
+  if (isa == Isa::Avx512) return detail::attention_head_avx512(q, kv, head_dim, position, scale, out, extras);
   float scores[kAttentionBlock];
   // Per-block sums first, then merged into the running state: the same two
   // roundings whatever the block's length.
@@ -25,13 +25,16 @@ void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t po
   float running_max = -INFINITY;
   float running_sum = 0.0f;
 
-  for (int64_t start = 0; start <= position; start += kAttentionBlock) {
-    const int64_t end = std::min<int64_t>(start + kAttentionBlock, position + 1);
+  const int64_t lo = first_visible(position, extras.window);
+  for (int64_t block = lo - lo % kAttentionBlock; block <= position; block += kAttentionBlock) {
+    const int64_t start = std::max(block, lo);  // inside the edge block of a window
+    const int64_t end = std::min<int64_t>(block + kAttentionBlock, position + 1);
     const int n = int(end - start);
     float block_max = -INFINITY;
     for (int j = 0; j < n; ++j) {
       const float* key = kv.k + (start + j) * kv.row_stride + kv.head_offset;
       scores[j] = dot_f32(q, key, head_dim, isa) * scale;
+      if (extras.softcap > 0.0f) scores[j] = softcap_f32(scores[j], extras.softcap);
       block_max = std::max(block_max, scores[j]);
     }
     const float new_max = std::max(running_max, block_max);

@@ -23,8 +23,23 @@ struct KvLayout {
   int64_t head_offset = 0;   // floats from a row's start to this KV head
 };
 
-// out[0..head_dim) = softmax(q . k_j * scale over j <= position) . v_j.
+// What some architectures add to plain causal attention.
+struct AttentionExtras {
+  // > 0: only keys j > position - window are visited (sliding window). The
+  // blocks stay aligned to absolute positions: the first visited block is
+  // the one holding position - window + 1, entered at that position.
+  int64_t window = 0;
+  // > 0: each score becomes softcap_f32(score, softcap) before the softmax.
+  float softcap = 0.0f;
+};
+
+// out[0..head_dim) = softmax(q . k_j * scale over visible j <= position) . v_j.
 void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
-                    float* out, Isa isa);
+                    float* out, Isa isa, const AttentionExtras& extras = {});
+
+// The first key position a query at `position` sees.
+inline int64_t first_visible(int64_t position, int64_t window) {
+  return window > 0 && position - window + 1 > 0 ? position - window + 1 : 0;
+}
 
 }  // namespace kvg

@@ -36,7 +36,7 @@ void scores16(const float* q, const KvLayout& kv, int head_dim, int64_t start, i
 }  // namespace
 
 void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
-                           float* out) {
+                           float* out, const AttentionExtras& extras) {
   alignas(64) float scores[kAttentionBlock];
   alignas(64) float probs[kAttentionBlock];
   alignas(64) float block_acc[512];
@@ -47,9 +47,13 @@ void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int
   const int chunks = (head_dim + 15) / 16;
   auto mask_of = [&](int c) { return __mmask16(head_dim - 16 * c >= 16 ? 0xffff : (1u << (head_dim - 16 * c)) - 1); };
 
-  for (int64_t start = 0; start <= position; start += kAttentionBlock) {
-    const int n = int(std::min<int64_t>(start + kAttentionBlock, position + 1) - start);
+  const int64_t lo = first_visible(position, extras.window);
+  for (int64_t block = lo - lo % kAttentionBlock; block <= position; block += kAttentionBlock) {
+    const int64_t start = std::max(block, lo);  // inside the edge block of a window
+    const int n = int(std::min<int64_t>(block + kAttentionBlock, position + 1) - start);
     for (int j = 0; j < n; j += 16) scores16(q, kv, head_dim, start + j, std::min(16, n - j), scale, scores + j);
+    if (extras.softcap > 0.0f)  // the scalar definition, element by element
+      for (int j = 0; j < n; ++j) scores[j] = softcap_f32(scores[j], extras.softcap);
     float block_max = -INFINITY;
     for (int j = 0; j < n; ++j) block_max = std::max(block_max, scores[j]);
     const float new_max = std::max(running_max, block_max);

@@ -39,6 +39,37 @@ inline float exp_f32(float x) {
 // SiLU as the recipe defines it: x / (1 + exp(-x)).
 inline float silu_f32(float x) { return x / (1.0f + exp_f32(-x)); }
 
+// tanh(x) for fp32. |x| < 0.625: x + x * z * P(z), z = x*x, P a degree-4
+// polynomial (Cephes tanhf coefficients) in fma-Horner form; otherwise
+// 1 - 2 / (exp_f32(2|x|) + 1) with x's sign (exp overflowing to +inf gives
+// exactly 1). NaN -> NaN, ±0 -> ±0.
+inline float tanh_f32(float x) {
+  if (x != x || x == 0.0f) return x;  // NaN, and zeros keep their sign
+  const float a = std::fabs(x);
+  if (a < 0.625f) {
+    const float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = std::fma(p, z, 2.06390887954e-2f);
+    p = std::fma(p, z, -5.37397155531e-2f);
+    p = std::fma(p, z, 1.33314422036e-1f);
+    p = std::fma(p, z, -3.33332819422e-1f);
+    return std::fma(p * z, x, x);
+  }
+  const float t = 1.0f - 2.0f / (exp_f32(2.0f * a) + 1.0f);
+  return x < 0.0f ? -t : t;
+}
+
+// GELU, tanh form (gelu_pytorch_tanh, as the gemma family is trained):
+// u = (0.7978845608 * x) * (1 + 0.044715 * (x * x));
+// gelu(x) = (0.5 * x) * (1 + tanh_f32(u)), each operation rounded.
+inline float gelu_tanh_f32(float x) {
+  const float u = (0.7978845608f * x) * (1.0f + 0.044715f * (x * x));
+  return (0.5f * x) * (1.0f + tanh_f32(u));
+}
+
+// Soft-capping: cap * tanh(x * (1 / cap)), with 1 / cap rounded once.
+inline float softcap_f32(float x, float cap) { return tanh_f32(x * (1.0f / cap)) * cap; }
+
 // Double-precision helpers for tables computed once (rotary angles). The
 // results are rounded to fp32 by the caller.
 double exp_f64(double x);

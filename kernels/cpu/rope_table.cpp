@@ -4,10 +4,14 @@
 
 namespace kvg {
 
-RopeTable::RopeTable(int rope_dim, double base) {
+RopeTable::RopeTable(int rope_dim, double base, std::span<const float> factors, double freq_scale) {
   const double log_base = log_f64(base);
-  for (int i = 0; i < rope_dim / 2; ++i)
-    inv_freq_.push_back(exp_f64(-(double(2 * i) / double(rope_dim)) * log_base));
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    double f = exp_f64(-(double(2 * i) / double(rope_dim)) * log_base);
+    if (freq_scale != 1.0) f = f * freq_scale;
+    if (!factors.empty()) f = f / double(factors[size_t(i)]);
+    inv_freq_.push_back(f);
+  }
 }
 
 void RopeTable::angles(int64_t position, float* cos_out, float* sin_out) const {

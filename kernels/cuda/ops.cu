@@ -33,10 +33,15 @@ __global__ void embed_kernel(const uint8_t* table, int64_t row_bytes, int64_t co
 // One block per row. The first warp computes the mean square with the
 // recipe's dot product (its second half-warp repeats the first's work, so
 // the whole warp takes part in the shuffles); then every thread scales.
-__global__ void rmsnorm_kernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+// Row r sits at (r / per_group) * group_stride + (r % per_group) * n (a
+// plain row-major matrix has per_group 1 and group_stride n).
+__global__ void rmsnorm_kernel(const float* x, const float* w, int64_t n, float eps, float* y, int64_t per_group,
+                               int64_t group_stride) {
   __shared__ float inv_shared;
-  const float* xr = x + int64_t(blockIdx.x) * n;
-  float* yr = y + int64_t(blockIdx.x) * n;
+  const int64_t row = int64_t(blockIdx.x);
+  const int64_t offset = (row / per_group) * group_stride + (row % per_group) * n;
+  const float* xr = x + offset;
+  float* yr = y + offset;
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x % detail::kLanes;
     float acc = 0.0f;
@@ -74,6 +79,19 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
   for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = __fmul_rn(detail::silu_f32(gate[i]), up[i]);
 }
 
+__global__ void geglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride())
+    out[i] = __fmul_rn(detail::gelu_tanh_f32(gate[i]), up[i]);
+}
+
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) x[i] = __fmul_rn(x[i], s);
+}
+
+__global__ void softcap_kernel(float* x, float cap, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) x[i] = detail::softcap_f32(x[i], cap);
+}
+
 __global__ void add_kernel(float* x, const float* delta, int64_t n) {
   for (int64_t i = first_index(); i < n; i += index_stride()) x[i] = __fadd_rn(x[i], delta[i]);
 }
@@ -105,8 +123,35 @@ void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_toke
 void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* y, const Stream& stream) {
   if (n_rows <= 0) return;
   if (n_rows > int64_t(0x7fffffff)) throw Error(ErrorCode::Internal, "cuda::rmsnorm: too many rows");
-  rmsnorm_kernel<<<unsigned(n_rows), 128, 0, native(stream)>>>(x, w, n, eps, y);
+  rmsnorm_kernel<<<unsigned(n_rows), 128, 0, native(stream)>>>(x, w, n, eps, y, 1, n);
   detail::check_launch("rmsnorm kernel launch");
+}
+
+void rmsnorm_heads(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, const float* w, float eps,
+                   const Stream& stream) {
+  const int64_t rows = n_tokens * n_heads;
+  if (rows <= 0) return;
+  if (rows > int64_t(0x7fffffff)) throw Error(ErrorCode::Internal, "cuda::rmsnorm_heads: too many rows");
+  rmsnorm_kernel<<<unsigned(rows), 128, 0, native(stream)>>>(x, w, head_dim, eps, x, n_heads, row_stride);
+  detail::check_launch("head rmsnorm kernel launch");
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  geglu_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(gate, up, out, n);
+  detail::check_launch("geglu kernel launch");
+}
+
+void scale_inplace(float* x, float s, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(x, s, n);
+  detail::check_launch("scale kernel launch");
+}
+
+void softcap_inplace(float* x, float cap, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  softcap_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(x, cap, n);
+  detail::check_launch("softcap kernel launch");
 }
 
 void apply_rope(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, int rope_dim,

@@ -19,6 +19,12 @@ void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_toke
 // y = (x * (1 / sqrt(dot(x, x) / n + eps))) * w.
 void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* y, const Stream& stream);
 
+// Each head (head_dim floats, n_heads per token, tokens row_stride floats
+// apart) normalised in place with weights w: rmsnorm of kernels/cpu/ops.hpp
+// with n = head_dim (qwen3 / gemma3 q/k norm).
+void rmsnorm_heads(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, const float* w, float eps,
+                   const Stream& stream);
+
 // Rotates the first rope_dim features of n_heads heads (head_dim apart) in
 // each of n_tokens rows (row_stride floats apart). Row t uses the angles
 // cos[t * rope_dim/2 ..], sin[t * rope_dim/2 ..] — the host's RopeTable
@@ -28,6 +34,15 @@ void apply_rope(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int
 
 // out[i] = silu(gate[i]) * up[i]; out may be gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream);
+
+// out[i] = gelu_tanh(gate[i]) * up[i]; out may be gate.
+void geglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream);
+
+// x[i] = x[i] * s.
+void scale_inplace(float* x, float s, int64_t n, const Stream& stream);
+
+// x[i] = softcap_f32(x[i], cap).
+void softcap_inplace(float* x, float cap, int64_t n, const Stream& stream);
 
 // x[i] += delta[i].
 void add_inplace(float* x, const float* delta, int64_t n, const Stream& stream);

@@ -167,6 +167,33 @@ __device__ __forceinline__ float exp_f32(float x) {
 // SiLU as the recipe defines it: x / (1 + exp(-x)).
 __device__ __forceinline__ float silu_f32(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, exp_f32(-x))); }
 
+// tanh_f32, gelu_tanh_f32 and softcap_f32 of kernels/cpu/portable_math.hpp,
+// operation for operation.
+__device__ __forceinline__ float tanh_f32(float x) {
+  if (x != x || x == 0.0f) return x;  // NaN, and zeros keep their sign
+  const float a = x < 0.0f ? -x : x;  // |x| (exact)
+  if (a < 0.625f) {
+    const float z = __fmul_rn(x, x);
+    float p = -5.70498872745e-3f;
+    p = __fmaf_rn(p, z, 2.06390887954e-2f);
+    p = __fmaf_rn(p, z, -5.37397155531e-2f);
+    p = __fmaf_rn(p, z, 1.33314422036e-1f);
+    p = __fmaf_rn(p, z, -3.33332819422e-1f);
+    return __fmaf_rn(__fmul_rn(p, z), x, x);
+  }
+  const float t = __fsub_rn(1.0f, __fdiv_rn(2.0f, __fadd_rn(exp_f32(__fmul_rn(2.0f, a)), 1.0f)));
+  return x < 0.0f ? -t : t;
+}
+
+__device__ __forceinline__ float gelu_tanh_f32(float x) {
+  const float u = __fmul_rn(__fmul_rn(0.7978845608f, x), __fadd_rn(1.0f, __fmul_rn(0.044715f, __fmul_rn(x, x))));
+  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanh_f32(u)));
+}
+
+__device__ __forceinline__ float softcap_f32(float x, float cap) {
+  return __fmul_rn(tanh_f32(__fmul_rn(x, __fdiv_rn(1.0f, cap))), cap);
+}
+
 // The recipe's fixed pairwise tree over 16 lane sums held by one thread
 // (reduce_lanes in kernels/cpu/weight_decode.hpp).
 __device__ __forceinline__ float reduce_lanes(const float acc[kLanes]) {

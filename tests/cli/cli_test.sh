@@ -131,6 +131,14 @@ check "info --device auto never reports none" bash -c "'$kvg' info --model '$mod
 check "unknown flag is an error" fails "$kvg" info --model "$model" --bogus 1
 check "malformed model is an error" bash -c "head -c 1000 '$model' > '$tmp/cut.gguf'; '$kvg' info --model '$tmp/cut.gguf' 2>&1 | grep -q 'GGUF'"
 check "synth writes a loadable model" bash -c "'$kvg' synth --out '$tmp/s.gguf' --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 --type q8_0 --seed 1 && '$kvg' info --model '$tmp/s.gguf' --json | grep -q '\"layers\":2'"
+for arch in llama qwen3 phi3 gemma gemma2 gemma3 starcoder2; do
+  check "synth --arch $arch writes a model that loads and generates" bash -c "
+    '$kvg' synth --out '$tmp/a-$arch.gguf' --arch $arch --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --vocab 300 >/dev/null &&
+    '$kvg' info --model '$tmp/a-$arch.gguf' --json | grep -q '\"architecture\":\"$arch\"' &&
+    '$kvg' generate --model '$tmp/a-$arch.gguf' --tokens 1,5,9,200,7 -n 4 >/dev/null"
+done
+check "synth --llama3-rope writes rope_freqs.weight" bash -c "'$kvg' synth --out '$tmp/l3.gguf' --llama3-rope --vocab 300 >/dev/null && '$kvg' info --model '$tmp/l3.gguf' | grep -q 'Llama 3.1 frequency factors'"
+check "synth refuses an architecture it does not write" fails "$kvg" synth --out "$tmp/x.gguf" --arch falcon
 check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '| decode '"
 
 check "bench-store without a server fails as an environment error (3)" bash -c "
