@@ -146,7 +146,12 @@ void tile_kquant_one_token(const WeightMatrix& w, const float* x, int64_t t0, in
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = w.row(r0 + r) + size_t(b) * kquant_block_bytes<kType>;
       alignas(64) float scale[16], offset[16];
-      for (int c = 0; c < 16; ++c) kquant_scale<kType>(block, c * 16, &scale[c], &offset[c]);
+      // Q4_K and Q5_K scale sub-blocks of 32 (two chunks), the others of 16.
+      constexpr int kStep = kType == WeightType::Q4_K || kType == WeightType::Q5_K ? 2 : 1;
+      for (int c = 0; c < 16; c += kStep) {
+        kquant_scale<kType>(block, c * 16, &scale[c], &offset[c]);
+        if constexpr (kStep == 2) scale[c + 1] = scale[c], offset[c + 1] = offset[c];
+      }
 #pragma GCC unroll 16
       for (int c = 0; c < 16; ++c) {
         __m512 v = _mm512_mul_ps(_mm512_set1_ps(scale[c]),
