@@ -100,7 +100,7 @@ std::vector<Command> build_table() {
         {"n-ff", "N", "feed-forward width (default 4 x --n-embd)"},
         {"vocab", "N", "vocabulary size, at least 259 (default 512)"},
         {"n-ctx", "N", "context length (default 2048)"},
-        {"type", "T", "f32|f16|q8_0|q4_1|q5_0|q5_1|q2_k|q3_k|q5_k: the matrices' format (default f32)"},
+        {"type", "T", "f32|f16|q8_0|q4_1|q5_0|q5_1|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m (llama-quantize's mix): the matrices' format (default f32)"},
         {"seed", "S", "weight seed (default 0)"},
         {"rope-base", "X", "rotary base (default 10000)"},
         {"arch", "A", "llama|qwen2|qwen3|phi3|gemma|gemma2|gemma3|starcoder2 (default llama)"},

@@ -1,6 +1,7 @@
 #include "engine/graft.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/error.hpp"
 
@@ -103,7 +104,11 @@ std::vector<ArtifactHeader> chain_headers(const Digest& leaf, const ArtifactOpen
 }
 
 GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& open,
-                   std::optional<std::span<const int32_t>> prompt) {
+                   std::optional<std::span<const int32_t>> prompt, GraftTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t_start = Clock::now();
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  GraftTimes spent;
   // Walk the parents first, so a prompt mismatch or a missing parent is
   // reported before any payload is read.
   const std::vector<ArtifactHeader> headers = chain_headers(leaf, open);
@@ -138,11 +143,15 @@ GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& o
         throw Error(ErrorCode::Corrupt, what + "its chain token hash does not match the tokens of its chain");
       const std::vector<int32_t> tokens(h.tokens.begin(), h.tokens.end());
       KvCache& kv = session.kv_cache();
+      const Clock::time_point t_reserve = Clock::now();
       kv.reserve(int64_t(h.position_end()));
+      spent.reserve_s += seconds_since(t_reserve);
       for (uint32_t l = 0; l < h.n_layer; ++l)
         reader.read_layer(l, kv.k(int(l), h.position_start), kv.v(int(l), h.position_start));
       // Nothing read counts until the trailer and the identity check out.
       const Digest identity = reader.finish();
+      spent.hash_s += reader.hash_seconds();
+      spent.source_s += reader.source_seconds();
       if (identity != ids[i])
         throw Error(ErrorCode::Corrupt, what + "its bytes hash to " + to_hex(identity) + ", not to its name");
       session.append_grafted(tokens);
@@ -153,6 +162,8 @@ GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& o
     throw;
   }
   result.n_tokens = session.n_past() - start;
+  spent.total_s = seconds_since(t_start);
+  if (times) *times = spent;
   return result;
 }
 

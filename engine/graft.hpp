@@ -36,6 +36,15 @@ struct GraftedChain {
   int64_t n_tokens = 0;       // positions now filled from artifacts
 };
 
+// Where a graft's time went (wall seconds), for bench-graft and the SQL
+// detail functions: the verify part (SHA-256 of every byte), reading the
+// source, allocating KV room, and the rest (walking headers, copying into
+// the cache, checks).
+struct GraftTimes {
+  double total_s = 0, hash_s = 0, source_s = 0, reserve_s = 0;
+  double other_s() const { return total_s - hash_s - source_s - reserve_s; }
+};
+
 // Grafts the chain ending in `leaf` into `session` (which must hold exactly
 // the positions before the chain's root: usually none). Every link is checked
 // before its KV counts: the hash of its bytes, model fingerprint, recipe,
@@ -44,7 +53,7 @@ struct GraftedChain {
 // chain's tokens. On any refusal the session is left as it was and a
 // kvg::Error says precisely why.
 GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& open,
-                   std::optional<std::span<const int32_t>> prompt = std::nullopt);
+                   std::optional<std::span<const int32_t>> prompt = std::nullopt, GraftTimes* times = nullptr);
 
 // The headers of a chain, root first, each read from its bytes (a cheap walk
 // over parents; graft() re-verifies everything it uses).

@@ -31,10 +31,14 @@ void KvCache::reserve(int64_t n) {
                     " bytes of KV cache (" + std::to_string(bytes_for(1)) + " per position), above " + limit_name_ +
                     " = " + std::to_string(max_bytes_) + " bytes");
   // Grow geometrically so a long decode reallocates only a few times, never
-  // past what the bound allows.
+  // past what the bound allows; and leave room past n (a quarter, at least
+  // 256 positions) so the decode that follows a prefill or a graft does not
+  // reallocate at once — that copy (and the zeroing of the doubled buffer)
+  // was most of what a 2,000-token graft cost beyond hashing and one step.
   int64_t cap = max_positions_;
   if (max_bytes_ > 0) cap = std::min(cap, max_bytes_ / std::max<int64_t>(1, bytes_for(1)));
-  const int64_t target = std::min(cap, std::max<int64_t>(n, std::max<int64_t>(256, reserved_ * 2)));
+  const int64_t headroom = std::max<int64_t>(256, n / 4);
+  const int64_t target = std::min(cap, std::max<int64_t>(n + headroom, reserved_ * 2));
   for (auto& layer : k_) layer.resize(size_t(target * row_floats_));
   for (auto& layer : v_) layer.resize(size_t(target * row_floats_));
   reserved_ = target;

@@ -49,20 +49,47 @@ constexpr std::pair<const char*, TensorType> kTypes[] = {
     {"f32", TensorType::F32},   {"f16", TensorType::F16},   {"q8_0", TensorType::Q8_0},
     {"q4_1", TensorType::Q4_1}, {"q5_0", TensorType::Q5_0}, {"q5_1", TensorType::Q5_1},
     {"q2_k", TensorType::Q2_K}, {"q3_k", TensorType::Q3_K}, {"q5_k", TensorType::Q5_K},
+    {"q4_k", TensorType::Q4_K}, {"q6_k", TensorType::Q6_K},
 };
 
+// "q4_k_m": the per-tensor mix llama.cpp's quantizer writes for Q4_K_M (see
+// matrix_type below); every other name is one type for every matrix.
+constexpr const char* kQ4KM = "q4_k_m";
+
 TensorType parse_type(const std::string& type) {
+  if (type == kQ4KM) return TensorType::Q4_K;
   std::string known;
   for (const auto& [name, t] : kTypes) {
     if (type == name) return t;
     known += std::string(known.empty() ? "" : ", ") + name;
   }
-  invalid("type '" + type + "' is not one of " + known);
+  invalid("type '" + type + "' is not one of " + known + ", " + kQ4KM);
+}
+
+// Q4_K_M as llama.cpp's llama-quantize assigns it: Q6_K for the output
+// matrix, and for attn_v and ffn_down on the layers where use_more_bits()
+// holds (the first and last eighth, and every third layer between); Q4_K
+// everywhere else. Reproduced here so decode speed on the mix most people
+// download can be measured without the peer's quantizer.
+bool q4_k_m_more_bits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+enum class MatrixRole { Output, AttnV, FfnDown, Other };
+
+TensorType matrix_type(const SynthOptions& o, MatrixRole role, int layer) {
+  const TensorType base = parse_type(o.type);
+  if (o.type != kQ4KM) return base;
+  if (role == MatrixRole::Output) return TensorType::Q6_K;
+  if ((role == MatrixRole::AttnV || role == MatrixRole::FfnDown) && q4_k_m_more_bits(layer, o.n_layer))
+    return TensorType::Q6_K;
+  return TensorType::Q4_K;
 }
 
 uint32_t file_type(TensorType t) {
   // llama_ftype: ALL_F32 = 0, MOSTLY_F16 = 1, Q4_1 = 3, Q8_0 = 7, Q5_0 = 8,
-  // Q5_1 = 9, Q2_K = 10, Q3_K_S = 11, Q5_K_S = 16.
+  // Q5_1 = 9, Q2_K = 10, Q3_K_S = 11, Q4_K_S = 14, Q4_K_M = 15, Q5_K_S = 16,
+  // Q6_K = 18.
   switch (t) {
     case TensorType::F16: return 1;
     case TensorType::Q4_1: return 3;
@@ -72,6 +99,8 @@ uint32_t file_type(TensorType t) {
     case TensorType::Q2_K: return 10;
     case TensorType::Q3_K: return 11;
     case TensorType::Q5_K: return 16;
+    case TensorType::Q4_K: return 14;  // Q4_K_S (the q4_k_m mix writes 15 itself)
+    case TensorType::Q6_K: return 18;
     default: return 0;
   }
 }
@@ -157,6 +186,43 @@ void encode_k(TensorType type, const float* x, size_t n, uint8_t* out) {
         out[48 + (e / 64) * 32 + l] |= uint8_t((q & 15) << ((sub & 1) ? 4 : 0));
         out[16 + l] |= uint8_t(((q >> 4) & 1) << sub);
       }
+    }
+  }
+}
+
+// Q4_K: every sub-block (scale, min) at 63: w = 63d*q - 63dmin, q in 0..15.
+void encode_q4_k(const float* x, size_t n, uint8_t* out) {
+  for (size_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+    std::memset(out, 0, 144);
+    uint16_t dh, mh;
+    const float d = 63.0f * f16_round(2.0f * amax / (63.0f * 15.0f), &dh), dmin = 63.0f * f16_round(amax / 63.0f, &mh);
+    put_u16(out, dh);
+    put_u16(out + 2, mh);
+    std::memset(out + 4, 0xff, 12);
+    for (int e = 0; e < 256; ++e) {
+      const int q = quantize(x[e], -dmin, d, 0, 15);
+      out[16 + (e / 64) * 32 + e % 32] |= uint8_t(q << (((e / 32) & 1) ? 4 : 0));
+    }
+  }
+}
+
+// Q6_K: every sub-block scale at 127: w = (127d)*(q-32), q-32 in -32..31.
+void encode_q6_k(const float* x, size_t n, uint8_t* out) {
+  for (size_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+    std::memset(out, 0, 210);
+    uint16_t dh;
+    const float d = 127.0f * f16_round(amax / (127.0f * 32.0f), &dh);
+    std::memset(out + 192, 127, 16);
+    put_u16(out + 208, dh);
+    for (int e = 0; e < 256; ++e) {
+      const int q = quantize(x[e], 0.0f, d, -32, 31) + 32;
+      const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+      out[half * 64 + (quarter & 1) * 32 + l] |= uint8_t((q & 15) << (quarter < 2 ? 0 : 4));
+      out[128 + half * 32 + l] |= uint8_t((q >> 4) << (2 * quarter));
     }
   }
 }
@@ -254,6 +320,8 @@ void encode_row(TensorType type, const float* x, size_t n, uint8_t* out) {
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q5_K: encode_k(type, x, n, out); break;
+    case TensorType::Q4_K: encode_q4_k(x, n, out); break;
+    case TensorType::Q6_K: encode_q6_k(x, n, out); break;
     default: invalid(std::string("cannot encode ") + gguf::tensor_type_name(type));
   }
 }
@@ -333,7 +401,8 @@ float synth_weight(uint64_t seed, uint64_t tensor_index, const SynthTensor& tens
 
 std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   validate(o);
-  const TensorType mat = parse_type(o.type);
+  auto mat_of = [&](MatrixRole role, int layer) { return matrix_type(o, role, layer); };
+  const TensorType mat = mat_of(MatrixRole::Other, 0);
   const uint64_t embd = uint64_t(o.n_embd), ff = uint64_t(o.n_ff), vocab = uint64_t(o.n_vocab);
   const uint64_t kv = embd / uint64_t(o.n_head) * uint64_t(o.n_head_kv);
   std::vector<SynthTensor> t;
@@ -344,7 +413,7 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   t.push_back({"token_embd.weight", {embd, vocab}, mat, false});
   t.push_back({"output_norm.weight", {embd}, TensorType::F32, true});
   if (starcoder2) t.push_back({"output_norm.bias", {embd}, TensorType::F32, false});
-  if (!gemma) t.push_back({"output.weight", {embd, vocab}, mat, false});  // gemma ties the head to the embedding
+  if (!gemma) t.push_back({"output.weight", {embd, vocab}, mat_of(MatrixRole::Output, 0), false});  // gemma ties the head to the embedding
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     t.push_back({p + "attn_norm.weight", {embd}, TensorType::F32, true});
@@ -354,7 +423,7 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
     } else {
       t.push_back({p + "attn_q.weight", {embd, embd}, mat, false});
       t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
-      t.push_back({p + "attn_v.weight", {embd, kv}, mat, false});
+      t.push_back({p + "attn_v.weight", {embd, kv}, mat_of(MatrixRole::AttnV, l), false});
     }
     if (arch == "qwen2" || starcoder2) {  // biases: small random vectors, always f32
       t.push_back({p + "attn_q.bias", {embd}, TensorType::F32, false});
@@ -379,7 +448,7 @@ std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
       t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
       t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
     }
-    t.push_back({p + "ffn_down.weight", {ff, embd}, mat, false});
+    t.push_back({p + "ffn_down.weight", {ff, embd}, mat_of(MatrixRole::FfnDown, l), false});
     if (starcoder2) t.push_back({p + "ffn_down.bias", {embd}, TensorType::F32, false});
     if (post_norms) t.push_back({p + "post_ffw_norm.weight", {embd}, TensorType::F32, true});
   }
@@ -441,7 +510,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   w.add_string("general.architecture", o.architecture);
   const std::string a = o.architecture + ".";
   w.add_string("general.name", name);
-  w.add_u32("general.file_type", file_type(mat));
+  w.add_u32("general.file_type", o.type == kQ4KM ? 15 : file_type(mat));
   if (mat != TensorType::F32 && mat != TensorType::F16) w.add_u32("general.quantization_version", 2);
   w.add_u32(a + "context_length", uint32_t(o.n_ctx));
   w.add_u32(a + "embedding_length", uint32_t(o.n_embd));

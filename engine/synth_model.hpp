@@ -35,7 +35,8 @@ struct SynthOptions {
   int n_ff = 0;
   int n_vocab = 0;  // at least 259: <unk>, <s>, </s> and the 256 byte tokens
   int n_ctx = 2048;
-  std::string type = "f32";  // f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q3_k, q5_k (norms are always f32)
+  std::string type = "f32";  // f32, f16, q8_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, or the
+                             // q4_k_m mix (Q4_K, Q6_K where llama-quantize puts it); norms are always f32
   uint64_t seed = 0;
   float rope_base = 10000;
   // llama | qwen2 (q/k/v biases) | qwen3 (q/k norms) | phi3 (fused qkv and

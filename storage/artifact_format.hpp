@@ -140,6 +140,10 @@ class ArtifactReader {
   // Hashes and discards any unread payload, reads the trailer, requires end of
   // data, verifies the trailer and returns the identity.
   Digest finish();
+  // Wall seconds spent hashing and reading the source so far (a graft's
+  // verify and I/O parts; the rest of a read is the copy into place).
+  double hash_seconds() const { return hash_s_; }
+  double source_seconds() const { return source_s_; }
 
  private:
   void take(uint8_t* buf, size_t n);  // exactly n bytes or Corrupt (truncated)
@@ -153,6 +157,7 @@ class ArtifactReader {
   uint64_t expected_ = 0;   // bytes known to be needed so far (total once the header is read)
   uint64_t payload_read_ = 0;
   bool finished_ = false;
+  double hash_s_ = 0, source_s_ = 0;
 };
 
 struct VerifiedArtifact {

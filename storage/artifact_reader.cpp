@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "common/error.hpp"
@@ -58,10 +59,15 @@ const ArtifactHeader& ArtifactReader::header() {
 void ArtifactReader::truncated(uint64_t got) const { detail::throw_truncated(expected_, got); }
 
 void ArtifactReader::take(uint8_t* buf, size_t n) {
+  using Clock = std::chrono::steady_clock;
   while (n > 0) {
+    const Clock::time_point t0 = Clock::now();
     size_t r = src_.read(buf, std::min(n, chunk_bytes_));
     if (r == 0) truncated(consumed_);
+    const Clock::time_point t1 = Clock::now();
     sha_.update(buf, r);
+    hash_s_ += std::chrono::duration<double>(Clock::now() - t1).count();
+    source_s_ += std::chrono::duration<double>(t1 - t0).count();
     consumed_ += r;
     buf += r;
     n -= r;

@@ -160,10 +160,11 @@ TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
   for (Variant variant : {Variant{"f32", "llama"}, Variant{"f16", "llama"}, Variant{"q8_0", "llama"},
                           Variant{"f16", "qwen2"}, Variant{"q4_1", "llama"}, Variant{"q5_0", "llama"},
                           Variant{"q5_1", "qwen2"}, Variant{"q2_k", "llama"}, Variant{"q3_k", "llama"},
-                          Variant{"q5_k", "llama"}}) {
+                          Variant{"q5_k", "llama"}, Variant{"q4_k", "llama"}, Variant{"q6_k", "qwen2"},
+                          Variant{"q4_k_m", "llama"}}) {
     const char* type = variant.type;
     const std::string t = type;
-    const bool k_quant = t == "q2_k" || t == "q3_k" || t == "q5_k";
+    const bool k_quant = t == "q2_k" || t == "q3_k" || t == "q5_k" || t == "q4_k" || t == "q6_k" || t == "q4_k_m";
     const bool blocks32 = t == "q8_0" || t == "q4_1" || t == "q5_0" || t == "q5_1";
     SynthOptions o;
     o.architecture = variant.architecture;
@@ -193,6 +194,33 @@ TEST(Forward, SyntheticModelsInvariantForEveryWeightType) {
     for (size_t i = 0; i < baseline.size(); ++i) max_diff = std::max(max_diff, std::abs(double(baseline[i]) - reference[i]));
     EXPECT_LT(max_diff, 1e-3) << type << " " << variant.architecture;
     EXPECT_EQ(model->config().qkv_bias, std::string(variant.architecture) == "qwen2");
+  }
+}
+
+// `kvg synth --type q4_k_m` writes llama-quantize's Q4_K_M mix: Q6_K for the
+// output head and for attn_v / ffn_down on the layers use_more_bits() picks
+// (8 layers: 0, 3, 6, 7), Q4_K for every other matrix.
+TEST(Forward, SynthQ4KMMixesTypesAsLlamaQuantize) {
+  SynthOptions o;
+  o.n_embd = 256;
+  o.n_layer = 8;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ff = 512;
+  o.n_vocab = 300;
+  o.n_ctx = 64;
+  o.type = "q4_k_m";
+  const std::string path = test::temp_dir("synth-q4_k_m-mix") + "/model.gguf";
+  write_synth_model(o, path);
+  auto model = Model::load(path);
+  EXPECT_EQ(model->output().type, WeightType::Q6_K);
+  EXPECT_EQ(model->token_embedding().type, WeightType::Q4_K);
+  for (int l = 0; l < o.n_layer; ++l) {
+    const LayerWeights& w = model->layers()[size_t(l)];
+    const WeightType more = (l == 0 || l == 3 || l == 6 || l == 7) ? WeightType::Q6_K : WeightType::Q4_K;
+    EXPECT_EQ(w.wv.type, more) << "layer " << l;
+    EXPECT_EQ(w.w_down.type, more) << "layer " << l;
+    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wo, &w.w_gate, &w.w_up}) EXPECT_EQ(m->type, WeightType::Q4_K);
   }
 }
 

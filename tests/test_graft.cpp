@@ -228,6 +228,44 @@ TEST_F(GraftRefusal, CaptureNeedsAParentForLaterPositions) {
   EXPECT_THROW(capture(session, 0, 31, std::nullopt, sink), Error);
 }
 
+
+// A graft reserves room past its end, so the decode step after it writes into
+// the same buffer: no reallocation that copies the whole cache (which used to
+// be most of a long graft's cost beyond hashing), and the graft reports where
+// its time went.
+TEST_P(GraftOnModel, DecodeAfterGraftKeepsTheCacheInPlace) {
+  // Past 256 positions, where the old exact-fit reservation made the next
+  // token reallocate.
+  const auto tokens = story_tokens(*model_, 300);
+  const Digest id = capture_prefix(store_, model_, tokens, 0, 299, std::nullopt);
+  Session session(model_, EngineOptions{});
+  GraftTimes times;
+  graft(session, id, store_.opener(), tokens, &times);
+  EXPECT_GT(times.total_s, 0.0);
+  EXPECT_GE(times.total_s, times.hash_s + times.source_s + times.reserve_s);
+  EXPECT_GT(times.hash_s, 0.0);
+  const float* k_before = session.kv_cache().k(0, 0);
+  session.forward(std::span<const int32_t>(tokens.data() + 299, 1), LogitsFor::Last, nullptr);
+  EXPECT_EQ(session.kv_cache().k(0, 0), k_before);
+}
+
+TEST(KvCache, ReserveLeavesHeadroomWithinTheBounds) {
+  KvCache cache(2, 8, 1000);
+  cache.reserve(300);
+  const float* before = cache.k(1, 0);
+  cache.reserve(300 + 256);  // within the headroom: same buffer
+  EXPECT_EQ(cache.k(1, 0), before);
+  KvCache small(2, 8, 310);
+  small.reserve(300);
+  small.reserve(310);  // the headroom never passes the context
+  EXPECT_THROW(small.reserve(311), Error);
+  // nor the byte bound: 2 layers x (K + V) x 8 floats = 128 bytes a position.
+  KvCache bounded(2, 8, 1000, 128 * 305, "limit");
+  bounded.reserve(300);
+  bounded.reserve(305);
+  EXPECT_THROW(bounded.reserve(306), Error);
+}
+
 }  // namespace
 }  // namespace kvg
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/kquant_chunk_sse.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/weight_decode.hpp"
 
@@ -57,7 +58,16 @@ inline Lanes load_weights(const uint8_t* row, int64_t k) {
     if (k % 32) bytes = _mm_srli_epi16(bytes, 4);
     const __m128i q = _mm_sub_epi8(_mm_and_si128(bytes, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
     return {_mm256_mul_ps(d, widen_i8(q)), _mm256_mul_ps(d, widen_i8(_mm_srli_si128(q, 8)))};
-  } else {  // K-quants: the shared scalar decoder (prefill dequantizes rows once anyway)
+  } else if constexpr (kquant_simd<kType>) {
+    const KQuantChunk c = decode_kquant_chunk<kType>(row, k);
+    const __m256 scale = _mm256_set1_ps(c.scale);
+    Lanes v{_mm256_mul_ps(scale, widen_i8(c.q)), _mm256_mul_ps(scale, widen_i8(_mm_srli_si128(c.q, 8)))};
+    if constexpr (kquant_has_offset<kType>) {
+      const __m256 offset = _mm256_set1_ps(c.offset);
+      v = {_mm256_sub_ps(v.lo, offset), _mm256_sub_ps(v.hi, offset)};
+    }
+    return v;
+  } else {  // formats without a vector decoder: the shared scalar one
     alignas(32) float tmp[kLanes];
     decode_chunk(kType, row, k, kLanes, tmp);
     return load(tmp);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/kquant_chunk_sse.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/weight_decode.hpp"
 
@@ -46,7 +47,12 @@ inline __m512 load_weights(const uint8_t* row, int64_t k) {
     const __m128i nibbles = _mm_and_si128(bytes, _mm_set1_epi8(0x0f));
     const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(nibbles), _mm512_set1_epi32(8));
     return _mm512_mul_ps(_mm512_set1_ps(q_scale(block)), _mm512_cvtepi32_ps(q));
-  } else {  // K-quants: the shared scalar decoder (prefill dequantizes rows once anyway)
+  } else if constexpr (kquant_simd<kType>) {
+    const KQuantChunk c = decode_kquant_chunk<kType>(row, k);
+    const __m512 v = _mm512_mul_ps(_mm512_set1_ps(c.scale), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c.q)));
+    if constexpr (kquant_has_offset<kType>) return _mm512_sub_ps(v, _mm512_set1_ps(c.offset));
+    return v;
+  } else {  // formats without a vector decoder: the shared scalar one
     alignas(64) float tmp[kLanes];
     decode_chunk(kType, row, k, kLanes, tmp);
     return _mm512_load_ps(tmp);
@@ -124,6 +130,41 @@ void tile_q8_one_token(const WeightMatrix& w, const float* x, int64_t t0, int64_
   for (int r = 0; r < R; ++r) y[t0 * y_stride + r0 + r] = reduce(acc[r]);
 }
 
+// Decode (one token) over K-quant rows: a whole 256-element block of a row per
+// step, its 16 chunk scales formed once up front, so the inner loop is pure
+// vector work. Each row still adds its chunks in increasing k, as tile() does.
+template <WeightType kType, int R>
+void tile_kquant_one_token(const WeightMatrix& w, const float* x, int64_t t0, int64_t r0, float* y,
+                           int64_t y_stride, int64_t x_stride) {
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const float* xs = x + t0 * x_stride;
+  for (int64_t b = 0; b < w.cols / 256; ++b) {
+    const float* xb = xs + b * 256;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = w.row(r0 + r) + size_t(b) * kquant_block_bytes<kType>;
+      alignas(64) float scale[16], offset[16];
+      // Q4_K and Q5_K scale sub-blocks of 32 (two chunks), the others of 16.
+      constexpr int kStep = kType == WeightType::Q4_K || kType == WeightType::Q5_K ? 2 : 1;
+      for (int c = 0; c < 16; c += kStep) {
+        kquant_scale<kType>(block, c * 16, &scale[c], &offset[c]);
+        if constexpr (kStep == 2) scale[c + 1] = scale[c], offset[c + 1] = offset[c];
+      }
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c) {
+        __m512 v = _mm512_mul_ps(_mm512_set1_ps(scale[c]),
+                                 _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(kquant_ints<kType>(block, c * 16))));
+        if constexpr (kquant_has_offset<kType>) v = _mm512_sub_ps(v, _mm512_set1_ps(offset[c]));
+        acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(xb + c * 16), v, acc[r]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) y[t0 * y_stride + r0 + r] = reduce(acc[r]);
+}
+
 template <WeightType kType, int T>
 void token_tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t t0, int64_t r0, int64_t r1,
                 float* y, int64_t y_stride) {
@@ -133,6 +174,11 @@ void token_tile(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t
   if constexpr (kType == WeightType::Q8_0 && T == 1) {
     for (; r + kRows <= r1; r += kRows) tile_q8_one_token<kRows>(w, x, t0, r, y, y_stride, x_stride);
     for (; r < r1; ++r) tile_q8_one_token<1>(w, x, t0, r, y, y_stride, x_stride);
+    return;
+  }
+  if constexpr (kquant_simd<kType> && T == 1) {  // K-quant rows are whole blocks (cols % 256 == 0)
+    for (; r + 4 <= r1; r += 4) tile_kquant_one_token<kType, 4>(w, x, t0, r, y, y_stride, x_stride);
+    for (; r < r1; ++r) tile_kquant_one_token<kType, 1>(w, x, t0, r, y, y_stride, x_stride);
     return;
   }
   for (; r + kRows <= r1; r += kRows) tile<kType, T, kRows>(w, x, x_stride, t0, r, y, y_stride);
