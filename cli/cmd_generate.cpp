@@ -6,8 +6,10 @@
 #include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
+#include "common/error.hpp"
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
+#include "engine/positional_compose.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg::cli {
@@ -16,7 +18,21 @@ int cmd_generate(const Args& args) {
   auto model = load_model(args);
   Session session(model, engine_options(args));
   std::vector<int32_t> prompt;
-  if (args.has("artifact")) {
+  // --compose-positional: cheap and NOT exact (engine/positional_compose.hpp).
+  const bool positional = args.has("compose-positional");
+  if (positional && args.has("artifact"))
+    throw Error(ErrorCode::InvalidArgument, "give --artifact (an exact graft) or --compose-positional, not both");
+  if (positional) {
+    std::vector<int32_t> composed;
+    const PositionalComposition c = graft_positional_flag(args, session);
+    composed.assign(session.tokens().begin(), session.tokens().end());
+    prompt = prompt_after_artifact(args, *model, composed);
+    for (size_t i = 0; i < composed.size(); ++i)
+      if (i >= prompt.size() || prompt[i] != composed[i])
+        throw Error(ErrorCode::TokenMismatch, "--tokens must begin with the composed blocks' tokens");
+    std::fprintf(stderr, "kvg: positional composition of %zu blocks (%lld tokens): NOT exact\n", c.blocks.size(),
+                 (long long)c.n_tokens);
+  } else if (args.has("artifact")) {
     const ArtifactRef ref = resolve_artifact(args);
     prompt = prompt_after_artifact(args, *model, chain_tokens(ref));
     graft(session, ref.id, ref.open, prompt);
@@ -50,10 +66,11 @@ int cmd_generate(const Args& args) {
   if (json) {
     const std::string bytes = tok.decode(result.tokens);
     std::printf("{\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
-                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
+                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,\"exact\":%s}\n",
                 join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
-                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
+                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds,
+                positional ? "false" : "true");
   } else {
     std::printf("%s\n", text.finish().c_str());
   }

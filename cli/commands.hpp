@@ -31,6 +31,7 @@ int cmd_logits(const Args& args);
 int cmd_generate(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_bench_graft(const Args& args);
+int cmd_bench_compose(const Args& args);
 int cmd_bench_store(const Args& args);
 int cmd_synth(const Args& args);
 int cmd_capture(const Args& args);
