@@ -29,6 +29,10 @@
 //  kvg.transfer_min_similarity, kvg.transfer_max_entries
 //                      any user: how related an entry must be to be used as
 //                      context for the caller's question, and how many.
+//  kvg.require_exact   superuser (and per role or database, ALTER ROLE/DATABASE
+//                      ... SET): forbids every non-exact graft (a positional
+//                      composition) for regulated use; a role it is set for
+//                      cannot switch it off.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
@@ -61,6 +65,7 @@ char* knowledge_template_value = nullptr;
 bool prefix_reuse_value = true;
 double transfer_min_similarity_value = 0.5;
 int transfer_max_entries_value = 2;
+bool require_exact_value = false;
 
 // Written for the TinyStories models the tests use: story text, then a
 // question and an answer cue they can continue.
@@ -138,6 +143,9 @@ void define() {
                           "A context that would need more is refused (54000) before it is allocated.",
                           &max_kv_memory_kb_value, 1 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
+  DefineCustomBoolVariable("kvg.require_exact", "Refuse every graft that is not exact (positional composition).",
+                           "For regulated use: set by a superuser, per role or database.", &require_exact_value,
+                           false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -159,5 +167,6 @@ const char* knowledge_template() { return knowledge_template_value ? knowledge_t
 bool prefix_reuse() { return prefix_reuse_value; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }
 int transfer_max_entries() { return transfer_max_entries_value; }
+bool require_exact() { return require_exact_value; }
 
 }  // namespace kvg::pg::settings

@@ -33,4 +33,7 @@ bool prefix_reuse();
 double transfer_min_similarity();
 int transfer_max_entries();
 
+// kvg.require_exact: non-exact grafts (positional composition) are refused.
+bool require_exact();
+
 }  // namespace kvg::pg::settings
