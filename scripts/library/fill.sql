@@ -10,15 +10,15 @@
 -- same text for the same seed whatever the batch, so a library grows by
 -- filling later numbers. Every character's name is unique (a given name and a
 -- family name made of syllables, chosen by i), so every question is too.
--- Learn times land in pg_temp.learn_times (one row per entry, microseconds).
+-- Learn times land in public.library_learn_times (one row per entry,
+-- microseconds), which measure.sql reads.
 \set ON_ERROR_STOP on
 SET search_path = kvg, public;
 SELECT set_config('library.first', :'first', false) IS NULL AS unset,
        set_config('library.stories', :'stories', false) IS NULL AS unset,
        set_config('library.seed', :'seed', false) IS NULL AS unset \gset
 
-CREATE TEMP TABLE IF NOT EXISTS learn_times (story int, question text, micros bigint);
-TRUNCATE learn_times;  -- this fill's times only
+CREATE TABLE IF NOT EXISTS public.library_learn_times (story int, question text, micros bigint);
 
 -- The i-th story of a seed: the same text every time.
 CREATE OR REPLACE FUNCTION pg_temp.story(i int, seed int,
@@ -73,7 +73,7 @@ BEGIN
       a := CASE WHEN q LIKE '%to the' THEN s.place ELSE s.colour END;
       t0 := clock_timestamp();
       PERFORM kvg_learn(q, s.story, a);
-      INSERT INTO learn_times VALUES (i, q, (extract(epoch FROM clock_timestamp() - t0) * 1e6)::bigint);
+      INSERT INTO public.library_learn_times VALUES (i, q, (extract(epoch FROM clock_timestamp() - t0) * 1e6)::bigint);
     END LOOP;
     -- Commit in batches: each one links its audit rows and ends its large objects' locks.
     IF (i - first + 1) % 25 = 0 THEN COMMIT; END IF;

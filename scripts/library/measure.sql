@@ -1,5 +1,5 @@
 -- Measures the library as it stands (issue #14): storage, learn time per
--- entry (from pg_temp.learn_times of the fill in this session), routing
+-- entry (public.library_learn_times, written by fill.sql), routing
 -- latency (recurring: by question key; transfer: by lexemes), kvg_answer
 -- latency, and EXPLAIN of both routing queries.
 --   psql -v samples=200 -v answers=50 -v seed=1 -f scripts/library/measure.sql   (after fill.sql)
@@ -39,13 +39,13 @@ SELECT pg_size_pretty(artifact_bytes) AS artifact_bytes, pg_size_pretty(root_byt
          AS per_entry
 FROM s;
 
-\echo '== learn time per entry (this fill), ms'
+\echo '== learn time per entry, ms'
 SELECT count(*) AS learned, round(avg(micros) / 1e3, 2) AS mean_ms,
        round((percentile_cont(0.5) WITHIN GROUP (ORDER BY micros) / 1e3)::numeric, 2) AS p50_ms,
        round((percentile_cont(0.99) WITHIN GROUP (ORDER BY micros) / 1e3)::numeric, 2) AS p99_ms,
        round((avg(micros) FILTER (WHERE question NOT LIKE '%to the') / 1e3)::numeric, 2) AS first_of_story_ms,
        round((avg(micros) FILTER (WHERE question LIKE '%to the') / 1e3)::numeric, 2) AS second_of_story_ms
-FROM learn_times;
+FROM public.library_learn_times;
 
 -- Latency of one statement per argument, timed in the server (no client
 -- round trip): calls, p50 and p99 in milliseconds.
