@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
+#include "engine/positional_compose.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg::cli {
@@ -23,13 +24,28 @@ int run_generate(const Args& args, bool chat) {
   std::vector<int32_t> prompt;
   std::vector<int32_t> stop_tokens;
   std::string format;
+  // --compose-positional: cheap and NOT exact (engine/positional_compose.hpp).
+  const bool positional = args.has("compose-positional");
+  if (positional && args.has("artifact"))
+    throw Error(ErrorCode::InvalidArgument, "give --artifact (an exact graft) or --compose-positional, not both");
   if (chat) {
-    if (args.has("artifact") || args.has("tokens"))
-      throw Error(ErrorCode::InvalidArgument, "a chat is laid out from messages: --artifact and --tokens do not apply");
+    if (args.has("artifact") || args.has("tokens") || positional)
+      throw Error(ErrorCode::InvalidArgument,
+                  "a chat is laid out from messages: --artifact, --tokens and --compose-positional do not apply");
     ChatPrompt p = chat_prompt_from_flags(args, *model);
     prompt = std::move(p.tokens);
     stop_tokens = std::move(p.stop_tokens);
     format = chat_format_name(p.style.format);
+  } else if (positional) {
+    std::vector<int32_t> composed;
+    const PositionalComposition c = graft_positional_flag(args, session);
+    composed.assign(session.tokens().begin(), session.tokens().end());
+    prompt = prompt_after_artifact(args, *model, composed);
+    for (size_t i = 0; i < composed.size(); ++i)
+      if (i >= prompt.size() || prompt[i] != composed[i])
+        throw Error(ErrorCode::TokenMismatch, "--tokens must begin with the composed blocks' tokens");
+    std::fprintf(stderr, "kvg: positional composition of %zu blocks (%lld tokens): NOT exact\n", c.blocks.size(),
+                 (long long)c.n_tokens);
   } else if (args.has("artifact")) {
     const ArtifactRef ref = resolve_artifact(args);
     prompt = prompt_after_artifact(args, *model, chain_tokens(ref));
@@ -72,10 +88,11 @@ int run_generate(const Args& args, bool chat) {
     const std::string bytes = tok.decode(answer);
     if (chat) std::printf("{\"format\":\"%s\",", format.c_str());
     std::printf("%s\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
-                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
+                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,\"exact\":%s}\n",
                 chat ? "" : "{", join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
-                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds);
+                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds,
+                positional ? "false" : "true");
   } else {
     std::printf("%s\n", text.finish().c_str());
   }

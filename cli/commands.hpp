@@ -34,6 +34,7 @@ int run_generate(const Args& args, bool chat);
 int cmd_chat(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_bench_graft(const Args& args);
+int cmd_bench_compose(const Args& args);
 int cmd_bench_store(const Args& args);
 int cmd_synth(const Args& args);
 int cmd_capture(const Args& args);

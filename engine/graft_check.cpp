@@ -20,23 +20,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// KL(p || q) of the softmax distributions of two logits rows, in double.
-double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits) {
-  auto log_softmax = [](std::span<const float> row) {
-    double max = -INFINITY;
-    for (float v : row) max = std::max(max, double(v));
-    double total = 0;
-    for (float v : row) total += std::exp(double(v) - max);
-    std::vector<double> out(row.size());
-    for (size_t i = 0; i < row.size(); ++i) out[i] = double(row[i]) - max - std::log(total);
-    return out;
-  };
-  const auto lp = log_softmax(p_logits), lq = log_softmax(q_logits);
-  double kl = 0;
-  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
-  return std::max(0.0, kl);
-}
-
 // Sampled continuation from a session holding the prompt, whose last logits
 // row is `last`; the session is truncated back afterwards.
 std::vector<int32_t> continuation(Session& session, std::vector<float> last, const SamplingParams& params, int n,
@@ -56,6 +39,22 @@ std::vector<int32_t> continuation(Session& session, std::vector<float> last, con
 }
 
 }  // namespace
+
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits) {
+  auto log_softmax = [](std::span<const float> row) {
+    double max = -INFINITY;
+    for (float v : row) max = std::max(max, double(v));
+    double total = 0;
+    for (float v : row) total += std::exp(double(v) - max);
+    std::vector<double> out(row.size());
+    for (size_t i = 0; i < row.size(); ++i) out[i] = double(row[i]) - max - std::log(total);
+    return out;
+  };
+  const auto lp = log_softmax(p_logits), lq = log_softmax(q_logits);
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return std::max(0.0, kl);
+}
 
 std::string logits_sha256(std::span<const float> logits) {
   return to_hex(sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()), logits.size_bytes())));

@@ -39,6 +39,9 @@ GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOpt
                              const ArtifactOpener& open, std::span<const int32_t> prompt,
                              const GraftCheckOptions& options, const ProgressCheck& check = {});
 
+// KL(p || q) of the softmax distributions of two logits rows, in double.
+double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits);
+
 // SHA-256 (hex) of fp32 logits as little-endian bytes.
 std::string logits_sha256(std::span<const float> logits);
 

@@ -50,6 +50,8 @@ class Session {
   Session(std::shared_ptr<const Model> model, EngineOptions options);
 
   const Model& model() const { return *model_; }
+  // The model shared, for a scratch session over the same weights (engine/positional_compose.cpp).
+  std::shared_ptr<const Model> shared_model() const { return model_; }
   const EngineOptions& options() const { return options_; }
   // Where forward() runs: Cpu or Cuda (Auto resolved).
   Device runs_on() const { return cuda_ ? Device::Cuda : Device::Cpu; }

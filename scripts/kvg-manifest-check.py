@@ -15,7 +15,10 @@ For every audit row in the manifest it recomputes
   * the output: output_sha256 is the SHA-256 of the raw output bytes
     (output_bytes, hexadecimal, when the model's bytes were not valid text;
     otherwise output_text's UTF-8), and output_text is those bytes with each
-    ill-formed UTF-8 subpart and NUL replaced by U+FFFD (docs/output-bytes.md).
+    ill-formed UTF-8 subpart and NUL replaced by U+FFFD (docs/output-bytes.md);
+  * a positional composition (mode 'positional', not exact) has
+    kv_proven = false; such rows are counted and said to be NOT exact
+    (docs/composition.md).
 
 With --answers it also re-scores the answers: KEY.json maps a question to its
 right answer; an 'answer' row whose input_sha256 is the SHA-256 of a key's
@@ -119,6 +122,10 @@ def check(manifest):
         problem = output_problem(entry)
         if problem:
             problems.append((rid, problem))
+        # A positional composition is never exact (docs/composition.md): a row
+        # that says so and claims its KV is the engine's own is inconsistent.
+        if entry.get("mode") == "positional" and entry.get("kv_proven") is not False:
+            problems.append((rid, "a positional composition (not exact) must have kv_proven = false"))
         previous = entry
     head = manifest.get("head")
     if previous is not None and head and head.get("last_id") == previous.get("id") \
@@ -166,6 +173,9 @@ def main():
         print(f"manifest REJECTED: {len(problems)} problem(s) in {len(entries)} rows")
     else:
         print(f"manifest ok: {len(entries)} rows, every row hash and chain link holds, {outputs} outputs re-hashed")
+    positional = sum(1 for e in entries if e.get("mode") == "positional")
+    if positional:
+        print(f"{positional} row(s) NOT exact: positional compositions (mode 'positional', docs/composition.md)")
     if key is not None:
         for mode, (right, total) in sorted(rescore(manifest, key).items(), key=lambda kv: str(kv[0])):
             print(f"re-scored {mode}: {right}/{total} right")

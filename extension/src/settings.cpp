@@ -37,6 +37,10 @@
 //  kvg.allow_unaudited superuser: a standby that cannot record an answer's
 //                      audit row on the primary returns the answer anyway,
 //                      with a WARNING (01V01) and no audit id. Off: it refuses.
+//  kvg.require_exact   superuser (and per role or database, ALTER ROLE/DATABASE
+//                      ... SET): forbids every non-exact graft (a positional
+//                      composition) for regulated use; a role it is set for
+//                      cannot switch it off.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
@@ -73,6 +77,7 @@ int transfer_max_entries_value = 2;
 char* audit_conninfo_value = nullptr;
 int audit_connect_timeout_ms_value = 5000;
 bool allow_unaudited_value = false;
+bool require_exact_value = false;
 
 // engine/knowledge_prompt.hpp: on a model with a chat template, this default
 // is laid out in the model's chat format.
@@ -178,6 +183,9 @@ void define() {
                            "On a hot standby: return answers whose audit row the primary could not record.",
                            "Each such answer says so with a WARNING (SQLSTATE 01V01) and has no audit id.",
                            &allow_unaudited_value, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("kvg.require_exact", "Refuse every graft that is not exact (positional composition).",
+                           "For regulated use: set by a superuser, per role or database.", &require_exact_value,
+                           false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -202,5 +210,6 @@ int transfer_max_entries() { return transfer_max_entries_value; }
 const char* audit_conninfo() { return audit_conninfo_value ? audit_conninfo_value : ""; }
 int audit_connect_timeout_ms() { return audit_connect_timeout_ms_value; }
 bool allow_unaudited() { return allow_unaudited_value; }
+bool require_exact() { return require_exact_value; }
 
 }  // namespace kvg::pg::settings

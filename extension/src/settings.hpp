@@ -37,5 +37,7 @@ int transfer_max_entries();
 const char* audit_conninfo();  // "" when unset
 int audit_connect_timeout_ms();
 bool allow_unaudited();
+// kvg.require_exact: non-exact grafts (positional composition) are refused.
+bool require_exact();
 
 }  // namespace kvg::pg::settings

@@ -104,6 +104,15 @@ check "graft logits equal monolithic logits" bash -c "
   part=\$('$kvg' logits --model '$model' --tokens $tokens --artifact '$tmp/a.kvga' --out '$tmp/part.bin') &&
   tail -c $(((21 - 6) * 512 * 4)) '$tmp/full.bin' | cmp - '$tmp/part.bin'"
 check "generate after a graft" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text ' named' -n 4 --json | grep -q '\"grafted_tokens\":'"
+# Positional composition (docs/composition.md): explicit, and never called exact.
+blk=$("$kvg" capture --model "$model" --text "Tom had a blue kite." --store "$store" 2>/dev/null | tail -1)
+check "generate --compose-positional says it is not exact" bash -c "'$kvg' generate --model '$model' --compose-positional $root,$blk --store '$store' --text ' Tom' -n 4 --json 2>'$tmp/pos.err' | grep -q '\"exact\":false' && grep -q 'NOT exact' '$tmp/pos.err'"
+check "generate without it says exact" bash -c "'$kvg' generate --model '$model' --tokens 1 -n 2 --json | grep -q '\"exact\":true'"
+check "--compose-positional refuses one block" bash -c "'$kvg' generate --model '$model' --compose-positional $root --store '$store' --text ' x' -n 1 2>&1 | grep -q 'at least 2 blocks'"
+check "--compose-positional refuses a block of another model" bash -c "'$kvg' generate --model '$q8' --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'model mismatch'"
+check "--compose-positional refuses a composition beyond the window" bash -c "'$kvg' generate --model '$model' --max-context 8 --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'more than the window of 8 positions'"
+check "--compose-positional and --artifact together are refused" bash -c "'$kvg' generate --model '$model' --artifact $root --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'not both'"
+check "bench-compose prints both tables" bash -c "'$kvg' bench-compose --model '$q8' --blocks 2 --questions 2 | grep -q 'saving' && '$kvg' bench-compose --model '$q8' --blocks 2 --questions 1 | grep -q 'first composition vs reused'"
 
 cp "$tmp/a.kvga" "$tmp/bad.kvga"
 printf '\x01' | dd of="$tmp/bad.kvga" bs=1 seek=400 conv=notrunc 2>/dev/null

@@ -14,7 +14,8 @@ JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.de
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(p.proname::text ORDER BY p.proname),
           ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
-                'kvg_chat', 'kvg_chat_prompt', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_graft_check', 'kvg_import', 'kvg_learn',
+                'kvg_chat', 'kvg_chat_prompt', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
+                'kvg_graft_check', 'kvg_import', 'kvg_learn',
                 'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_vacuum'],
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
@@ -23,7 +24,8 @@ FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)'
                   'public.kvg_audit_verify()', 'public.kvg_learn(text, text, text, text, bigint)',
                   'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
                   'public.kvg_answer_detail(text, integer)',
-                  'public.kvg_generate_bytes(text, integer, text, bigint, double precision)']) AS f;
+                  'public.kvg_generate_bytes(text, integer, text, bigint, double precision)',
+                  'public.kvg_generate_positional(text[], text, integer)']) AS f;
 SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_orphans()', 'EXECUTE')
           AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE'),
           'kvg_user cannot list or remove orphaned large objects (the owner''s job)');

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The library at scale (issue #14, docs/library-scale.md): for each size, a
+# fresh database kvg_library_<size> filled with seeded template entries for
+# stories260K (scripts/library/fill.sql: two questions per story); then,
+# back to back so that they run under the same machine load, each is measured
+# (scripts/library/measure.sql): storage, learn time per entry, routing and
+# kvg_answer latency p50/p99, and the plans of the routing queries.
+#
+#   KVG_PGPORT=55448 flock -o /tmp/kvg-pg.lock scripts/library-scale.sh [SIZE...]   (default: 1000 10000)
+#
+# Runs against the private cluster (scripts/pg-cluster.sh, started and the
+# extension installed here). Hold the lock for the whole run: every psql
+# session loads the installed kvg library anew.
+set -euo pipefail
+source "$(dirname "$0")/pg-env.sh"
+cd "$repo"
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1000 10000)
+seed=${KVG_LIBRARY_SEED:-1}
+"$repo/scripts/pg-cluster.sh" start >/dev/null
+model=$(stage_for_server "$repo/tests/data/models/stories260K.gguf" models)
+session() {  # session DB FILE [psql args]: one psql session as the engine's caller
+  local db=$1 file=$2
+  shift 2
+  PGOPTIONS="-c kvg.model=$model -c kvg.device=cpu" psql -X -q -d "$db" -v seed="$seed" -v ON_ERROR_STOP=1 \
+    -f "$file" "$@"
+}
+for size in "${sizes[@]}"; do
+  db=kvg_library_$size
+  PGOPTIONS='-c client_min_messages=warning' psql -X -q -d postgres \
+    -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+  psql -X -q -d "$db" -c "CREATE EXTENSION kvg"
+  start=$(date +%s)
+  session "$db" scripts/library/fill.sql -v first=1 -v stories=$((size / 2))
+  echo "$size entries learned in $(($(date +%s) - start)) s"
+done
+for size in "${sizes[@]}"; do
+  echo "=================== $size entries (stories260K, seed $seed) ==================="
+  session "kvg_library_$size" scripts/library/measure.sql -v samples=200 -v answers=50
+done
