@@ -121,12 +121,13 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   audit.graft_us = compose_us;
   audit.prefill_us = to_micros(result.prefill_seconds);
   audit.decode_us = to_micros(result.decode_seconds);
-  const int64_t audit_id = audit_append(call.spi, audit);
+  // NULL only on a hot standby allowed to answer unaudited (docs/scale-out.md).
+  const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
-  return_single_row(fcinfo, {text_result(output_text(output)), BoolGetDatum(PositionalComposition::exact),
-                             Int32GetDatum(int32_t(composition.n_tokens)), Int32GetDatum(int32_t(rest.size())),
-                             Int32GetDatum(int32_t(result.tokens.size())), Float8GetDatum(double(compose_us) / 1e3),
-                             Float8GetDatum((result.prefill_seconds + result.decode_seconds) * 1e3),
-                             Int64GetDatum(audit_id)});
+  return_rows(fcinfo, {{text_result(output_text(output)), BoolGetDatum(PositionalComposition::exact),
+                        Int32GetDatum(int32_t(composition.n_tokens)), Int32GetDatum(int32_t(rest.size())),
+                        Int32GetDatum(int32_t(result.tokens.size())), Float8GetDatum(double(compose_us) / 1e3),
+                        Float8GetDatum((result.prefill_seconds + result.decode_seconds) * 1e3),
+                        audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt}});
   return Datum(0);
 }
