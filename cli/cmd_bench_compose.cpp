@@ -25,6 +25,7 @@
 #include "cli/story_templates.hpp"
 #include "common/error.hpp"
 #include "engine/graft_check.hpp"
+#include "engine/memory_artifacts.hpp"
 #include "engine/positional_compose.hpp"
 #include "engine/prompt.hpp"
 #include "engine/sampler.hpp"
@@ -33,24 +34,6 @@
 namespace kvg::cli {
 
 namespace {
-
-// The bench's artifacts, in memory: the cost of a store is bench-graft's subject.
-struct Blocks {
-  std::map<Digest, std::vector<uint8_t>> bytes;
-  ArtifactOpener opener() {
-    return [this](const Digest& id) -> std::unique_ptr<ByteSource> {
-      auto it = bytes.find(id);
-      if (it == bytes.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " not found");
-      return std::make_unique<MemorySource>(it->second);
-    };
-  }
-  Digest keep(const Session& s, int64_t from, int64_t to, const std::optional<Digest>& parent) {
-    MemorySink sink;
-    const Digest id = capture(s, from, to, parent, sink);
-    bytes[id] = sink.bytes();
-    return id;
-  }
-};
 
 std::vector<int64_t> parse_counts(const std::string& text) {
   std::vector<int64_t> out;
@@ -115,14 +98,14 @@ int cmd_bench_compose(const Args& args) {
 
   // Every template story captured once, on its own: the library's blocks.
   const std::vector<TemplateStory> stories = template_stories(story_name_count(), seed);
-  Blocks store;
+  MemoryArtifacts store;  // in memory: the cost of a store is bench-graft's subject
   std::vector<Digest> leaf;
   std::vector<std::vector<int32_t>> block_tokens;
   for (const auto& story : stories) {
     Session s(model, engine);
     block_tokens.push_back(fresh_prompt(*model, story.text));
     s.prefill(block_tokens.back(), 0, LogitsFor::None, nullptr);
-    leaf.push_back(store.keep(s, 0, s.n_past(), std::nullopt));
+    leaf.push_back(store.capture_from(s, 0, s.n_past(), std::nullopt));
   }
   const size_t n_vocab = size_t(model->config().n_vocab);
   std::mt19937_64 rng(seed);
@@ -158,7 +141,7 @@ int cmd_bench_compose(const Args& args) {
       row.first_s += now_seconds() - t;
       const std::vector<float> exact_q(exact_logits.end() - std::ptrdiff_t(question.size() * n_vocab),
                                        exact_logits.end());
-      const Digest chain = store.keep(exact, n1, int64_t(composed.size()), leaves[0]);
+      const Digest chain = store.capture_from(exact, n1, int64_t(composed.size()), leaves[0]);
       const auto exact_answer = greedy(exact, exact_q, answer_tokens);
 
       // Exact, reused: the stored composition grafted whole.
@@ -241,7 +224,7 @@ int cmd_bench_compose(const Args& args) {
       graft(s, leaf[0], store.opener());
       if (k > 1) s.prefill(context.subspan(size_t(n1)), 0, LogitsFor::None, nullptr);
       first = std::min(first, now_seconds() - t);
-      if (!chain) chain = k > 1 ? store.keep(s, n1, int64_t(context.size()), leaf[0]) : leaf[0];
+      if (!chain) chain = k > 1 ? store.capture_from(s, n1, int64_t(context.size()), leaf[0]) : leaf[0];
       Session r(model, engine);
       t = now_seconds();
       graft(r, *chain, store.opener());

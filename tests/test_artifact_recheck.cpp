@@ -16,7 +16,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/prompt.hpp"
 #include "engine/synth_model.hpp"
-#include "tests/memory_artifacts.hpp"
+#include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
 
@@ -42,7 +42,7 @@ std::vector<int32_t> tokens_from(int32_t first, size_t n) {
 }
 
 // Captures [from, to) of `tokens` (whose first `from` are the parent's).
-Digest capture_span(test::MemoryArtifacts& store, const std::vector<int32_t>& tokens, int64_t from, int64_t to,
+Digest capture_span(MemoryArtifacts& store, const std::vector<int32_t>& tokens, int64_t from, int64_t to,
                     std::optional<Digest> parent) {
   Session session(small_model(), EngineOptions{});
   session.prefill(std::span<const int32_t>(tokens.data(), size_t(to)), 0, LogitsFor::None, nullptr);
@@ -69,7 +69,7 @@ std::vector<uint8_t> with_float(std::vector<uint8_t> art, size_t index, float va
 }
 
 TEST(Recheck, GenuineArtifactsRecomputeToTheirIdentity) {
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const auto tokens = tokens_from(5, 40);
   const Digest root = capture_span(store, tokens, 0, 33, std::nullopt);
   const Digest link = capture_span(store, tokens, 33, 40, root);
@@ -85,7 +85,7 @@ TEST(Recheck, GenuineArtifactsRecomputeToTheirIdentity) {
 }
 
 TEST(Recheck, ForgedKvIsExposed) {
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const auto genuine_tokens = tokens_from(5, 12), other_tokens = tokens_from(99, 12);
   const Digest genuine = capture_span(store, genuine_tokens, 0, 12, std::nullopt);
   const Digest other = capture_span(store, other_tokens, 0, 12, std::nullopt);
@@ -106,7 +106,7 @@ TEST(Recheck, ForgedKvIsExposed) {
 }
 
 TEST(Recheck, ArtifactOfAnotherModelIsRefusedByName) {
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const Digest id = capture_span(store, tokens_from(5, 8), 0, 8, std::nullopt);
   ArtifactHeader header = verify_artifact(store.bytes.at(id)).header;
   header.model_fingerprint[0] ^= 1;
@@ -119,7 +119,7 @@ TEST(Recheck, ArtifactOfAnotherModelIsRefusedByName) {
 }
 
 TEST(Recheck, NonFiniteKvIsNamed) {
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const Digest id = capture_span(store, tokens_from(5, 8), 0, 8, std::nullopt);
   const auto& bytes = store.bytes.at(id);
   const ArtifactHeader header = verify_artifact(bytes).header;
@@ -135,7 +135,7 @@ TEST(Recheck, NonFiniteKvIsNamed) {
 }
 
 TEST(Recheck, GraftCheckOverNonFiniteLogitsIsNeitherExactNorKlZero) {
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const auto tokens = tokens_from(5, 12);
   const Digest id = capture_span(store, tokens, 0, 8, std::nullopt);
   const auto poisoned = with_float(store.bytes.at(id), 3, std::numeric_limits<float>::quiet_NaN());

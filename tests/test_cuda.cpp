@@ -43,7 +43,7 @@
 #endif
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
-#include "tests/memory_artifacts.hpp"
+#include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
 
 #ifdef KVG_HAVE_CUDA
@@ -827,8 +827,6 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
 // ---------------------------------------------------------------------------
 // Grafts across devices (GPU only), driving CudaForward directly on the host
 // cache of a CPU session, exactly as the Session wiring does.
-
-using test::MemoryArtifacts;
 
 class CudaGraft : public ::testing::TestWithParam<const char*> {
  protected:

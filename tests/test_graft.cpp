@@ -11,7 +11,7 @@
 #include "engine/graft_check.hpp"
 #include "engine/synth_model.hpp"
 #include "storage/artifact_format.hpp"
-#include "tests/memory_artifacts.hpp"
+#include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
 
@@ -19,7 +19,7 @@ namespace kvg {
 namespace {
 
 // Captures positions [from, to) of `tokens` into `store` (grafting the parent first).
-Digest capture_prefix(test::MemoryArtifacts& store, std::shared_ptr<const Model> model,
+Digest capture_prefix(MemoryArtifacts& store, std::shared_ptr<const Model> model,
                       const std::vector<int32_t>& tokens, int64_t from, int64_t to, std::optional<Digest> parent,
                       int threads = 1) {
   EngineOptions options;
@@ -44,7 +44,7 @@ class GraftOnModel : public ::testing::TestWithParam<const char*> {
     model_ = Model::load(test::data_path(GetParam()));
   }
   std::shared_ptr<const Model> model_;
-  test::MemoryArtifacts store_;
+  MemoryArtifacts store_;
 };
 
 TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
@@ -124,7 +124,7 @@ class GraftRefusal : public ::testing::Test {
 
   std::shared_ptr<const Model> model_;
   std::vector<int32_t> tokens_;
-  test::MemoryArtifacts store_;
+  MemoryArtifacts store_;
   Digest root_{}, leaf_{};
 };
 
@@ -286,7 +286,7 @@ TEST_P(GraftOnWindowedModel, ExactAtSplitsOnBothSidesOfTheWindow) {
   o.final_softcap = 2.0f;
   auto model = test::load_synth(o, std::string("graft-window-") + GetParam());
   ASSERT_EQ(model->config().sliding_window, 40);
-  test::MemoryArtifacts store;
+  MemoryArtifacts store;
   const auto tokens = story_tokens(*model, 80);
   for (int64_t split : {int64_t(1), int64_t(8), int64_t(9), int64_t(31), int64_t(32), int64_t(39), int64_t(40),
                         int64_t(41), int64_t(47), int64_t(64), int64_t(79)}) {

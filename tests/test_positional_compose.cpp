@@ -16,7 +16,7 @@
 #include "kernels/cpu/rope_table.hpp"
 #include "storage/artifact_format.hpp"
 #include "tests/data_paths.hpp"
-#include "tests/memory_artifacts.hpp"
+#include "engine/memory_artifacts.hpp"
 
 namespace kvg {
 namespace {
@@ -35,7 +35,7 @@ class Positional : public ::testing::Test {
     return store_.capture_from(s, 0, s.n_past());
   }
   std::shared_ptr<const Model> model_;
-  test::MemoryArtifacts store_;
+  MemoryArtifacts store_;
 };
 
 bool same_rows(const float* a, const float* b, int floats) { return std::memcmp(a, b, size_t(floats) * 4) == 0; }

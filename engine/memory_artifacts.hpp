@@ -1,5 +1,5 @@
 // An in-memory content-addressed artifact map: enough of a store for engine
-// tests (graft, CUDA) that do not exercise a real store.
+// tests (graft, CUDA) and benches (bench-compose) that do not measure a real store.
 #pragma once
 
 #include <map>
@@ -11,7 +11,7 @@
 #include "engine/graft.hpp"
 #include "storage/byte_stream.hpp"
 
-namespace kvg::test {
+namespace kvg {
 
 struct MemoryArtifacts {
   std::map<Digest, std::vector<uint8_t>> bytes;
@@ -33,4 +33,4 @@ struct MemoryArtifacts {
   }
 };
 
-}  // namespace kvg::test
+}  // namespace kvg
