@@ -37,9 +37,16 @@ SET kvg.model = '/etc/passwd';
 \echo :LAST_ERROR_SQLSTATE
 SET kvg.max_new_tokens = 100000;
 \echo :LAST_ERROR_SQLSTATE
+SET kvg.gpu_staging_memory = '1GB';  -- pinned RAM: a server resource
+\echo :LAST_ERROR_SQLSTATE
 SET kvg.threads = 2;
 SET kvg.knowledge_template = '{solution} {question}';
 SET kvg.prefix_reuse = off;
 SHOW kvg.model;
 RESET ROLE;
 DROP ROLE regress_kvg_plain;
+-- Pinned staging per backend: in memory units, at least 3 MB.
+SET kvg.gpu_staging_memory = '32MB';
+SHOW kvg.gpu_staging_memory;
+SET kvg.gpu_staging_memory = '1MB';
+RESET kvg.gpu_staging_memory;

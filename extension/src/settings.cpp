@@ -29,6 +29,9 @@
 //  kvg.transfer_min_similarity, kvg.transfer_max_entries
 //                      any user: how related an entry must be to be used as
 //                      context for the caller's question, and how many.
+//  kvg.gpu_staging_memory  superuser: page-locked host memory is taken from
+//                      the machine's RAM, cannot be swapped, and every
+//                      backend that uses the GPU holds its own.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
@@ -54,6 +57,8 @@ int max_threads_value = 1;
 int max_import_kb_value = 1 << 20;      // 1 GB
 int import_quota_kb_value = 10 << 20;   // 10 GB
 int max_kv_memory_kb_value = 1 << 20;  // 1 GB
+// 3 x CudaForward::kDefaultStagingBytes: the engine's default split.
+int gpu_staging_kb_value = 3 * 64 * 1024;  // 192 MB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
 int progress_notice_ms_value = 0;
@@ -138,11 +143,18 @@ void define() {
                           "A context that would need more is refused (54000) before it is allocated.",
                           &max_kv_memory_kb_value, 1 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
+  DefineCustomIntVariable("kvg.gpu_staging_memory",
+                          "The most page-locked host memory a backend's GPU transfers may stage through.",
+                          "Split over the engine's staging buffers; larger transfers go in chunks. A backend's "
+                          "buffers only grow: a lower value applies to backends that have not used the GPU yet.",
+                          &gpu_staging_kb_value, 3 * 64 * 1024, 3 * 1024, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr,
+                          nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
 const char* model_path() { return model_value ? model_value : ""; }
 int64_t max_kv_bytes() { return int64_t(max_kv_memory_kb_value) * 1024; }
+size_t gpu_staging_bytes() { return size_t(gpu_staging_kb_value) * 1024; }
 int threads() {
   if (threads_value > max_threads_value)
     throw Error(ErrorCode::InvalidArgument, "kvg.threads = " + std::to_string(threads_value) +
