@@ -14,11 +14,13 @@ constexpr int kBlock = 32;
 constexpr int kMaxHeadDim = 512;
 constexpr int kDimsPerLane = kMaxHeadDim / 32;  // lane owns features d = lane + 32 i of its warp's block
 // One CUDA block per (token, query head); its warps take consecutive key
-// blocks, kWarps at a time (a "round"). Each thread also owns features
-// d = threadIdx.x + kThreads i of the running state.
+// blocks, as many at a time (a "round") as the block has warps: up to
+// kWarps, fewer when the longest context of the launch has fewer key blocks
+// (a short context would leave warps idle). Each thread also owns features
+// d = threadIdx.x + blockDim.x i of the running state.
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
+constexpr int kDimsPerThread = kMaxHeadDim / 32;  // with a single warp
 // K is staged kKeyChunk features at a time: 32 rows x 16 floats per warp,
 // read by half-warps as 64 contiguous bytes per row. 16 is the recipe's
 // lane count, so chunking keeps dot_serial's accumulation order. Rows are
@@ -26,7 +28,7 @@ constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
 // (one row each) hit 32 different banks.
 constexpr int kKeyChunk = detail::kLanes;
 constexpr int kKeyRow = kKeyChunk + 1;
-static_assert(kMaxHeadDim % kThreads == 0 && kMaxHeadDim % 32 == 0, "whole features per thread");
+static_assert(kMaxHeadDim % 32 == 0, "whole features per lane");
 
 // (a < b) ? b : a is std::max(a, b) exactly, including which of +0 and -0
 // survives and how NaN propagates; fmaxf would differ in both.
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float block_max[kWarps];
   __shared__ float block_sum[kWarps];
   __shared__ float block_acc[kWarps][kMaxHeadDim];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = int(blockDim.x / 32);
   const int64_t t = blockIdx.x / shape.n_head;
   const int h = int(blockIdx.x % shape.n_head);
   const int head_dim = shape.head_dim;
@@ -87,16 +89,16 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t n_blocks = position / kBlock + 1;
   const float minus_inf = -__int_as_float(0x7f800000);
 
-  for (int d = threadIdx.x; d < head_dim; d += kThreads) qs[d] = q[t * q_stride + int64_t(h) * head_dim + d];
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qs[d] = q[t * q_stride + int64_t(h) * head_dim + d];
   __syncthreads();
 
-  float acc[kDimsPerThread];  // acc[i] is feature threadIdx.x + kThreads i
+  float acc[kDimsPerThread];  // acc[i] is feature threadIdx.x + blockDim.x i
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) acc[i] = 0.0f;
   float running_max = minus_inf, running_sum = 0.0f;  // the same in every thread
 
-  for (int64_t round = 0; round < n_blocks; round += kWarps) {
-    const int in_round = int(n_blocks - round < kWarps ? n_blocks - round : kWarps);
+  for (int64_t round = 0; round < n_blocks; round += warps) {
+    const int in_round = int(n_blocks - round < warps ? n_blocks - round : warps);
     const int64_t start = (round + warp) * kBlock;
     const int n = warp < in_round ? int(position + 1 - start < kBlock ? position + 1 - start : kBlock) : 0;
     // 1. Scores, one position per lane, and the block maximum in position order.
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
       running_sum = __fadd_rn(__fmul_rn(running_sum, alpha), block_sum[w]);
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) {
-        const int d = int(threadIdx.x) + kThreads * i;
+        const int d = int(threadIdx.x + blockDim.x * i);
         if (d < head_dim) acc[i] = __fadd_rn(__fmul_rn(acc[i], alpha), block_acc[w][d]);
       }
       running_max = new_max;
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int i = 0; i < kDimsPerThread; ++i) {
-    const int d = int(threadIdx.x) + kThreads * i;
+    const int d = int(threadIdx.x + blockDim.x * i);
     if (d < head_dim) out[t * out_stride + int64_t(h) * head_dim + d] = __fdiv_rn(acc[i], running_sum);
   }
 }
@@ -172,7 +174,9 @@ void attention(const float* q, int64_t q_stride, const float* k, const float* v,
                                          std::to_string(shape.n_head_kv) + ")");
   const int64_t blocks = n_tokens * shape.n_head;
   if (blocks > int64_t(0x7fffffff)) throw Error(ErrorCode::Internal, "cuda::attention: too many queries");
-  attention_kernel<<<unsigned(blocks), kThreads, 0, detail::native(stream)>>>(q, q_stride, k, v, kv_stride, shape,
+  const int64_t key_blocks = (p0 + n_tokens - 1) / kBlock + 1;  // of the launch's last query
+  const int warps = int(key_blocks < kWarps ? key_blocks : kWarps);
+  attention_kernel<<<unsigned(blocks), warps * 32, 0, detail::native(stream)>>>(q, q_stride, k, v, kv_stride, shape,
                                                                               p0, out, out_stride);
   detail::check_launch("attention kernel launch");
 }

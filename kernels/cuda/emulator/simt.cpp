@@ -292,8 +292,16 @@ bool release(int n, bool ran) {
 
 int preempt_countdown = 1 << 30;
 
+// The longest run of arithmetic intrinsics between two preemptions
+// (KVG_SIMT_PREEMPT, default 48): each switch costs about as much as a few
+// dozen emulated operations.
+const int preempt_span = [] {
+  const char* s = std::getenv("KVG_SIMT_PREEMPT");
+  return s && *s ? std::max(1, std::atoi(s)) : 48;
+}();
+
 void preempt() {
-  preempt_countdown = 1 + int(rng() % 48);
+  preempt_countdown = 1 + int(rng() % unsigned(preempt_span));
   if (!current) return;  // host code calling an intrinsic
   wait_at(Wait::None, current->site);
 }
