@@ -639,7 +639,9 @@ TEST(CudaKernels, AttentionMatchesCpuAcrossBlocksAndHeads) {
   struct Case { int n_head, n_head_kv, head_dim; int64_t p0, n_tokens; float q_scale; };
   const Case cases[] = {{4, 2, 8, 0, 40, 1.0f},   {6, 2, 12, 31, 3, 1.0f},   {8, 8, 64, 95, 1, 1.0f},
                         {4, 1, 128, 0, 70, 1.0f}, {2, 2, 12, 10, 50, 60.0f},  // scores far apart: p = 0 cut-off
-                        {2, 1, 512, 64, 2, 1.0f}, {3, 3, 200, 5, 33, 1.0f}};
+                        {2, 1, 512, 64, 2, 1.0f}, {3, 3, 200, 5, 33, 1.0f},
+                        {4, 2, 64, 600, 2, 1.0f},  // 19 key blocks: rounds of 8 warps, the last one partial
+                        {2, 2, 40, 250, 9, 4.0f}};  // 8 and 9 key blocks: one round, then two
   for (const Case& c : cases) {
     const int64_t positions = c.p0 + c.n_tokens;
     const int64_t kv_width = int64_t(c.n_head_kv) * c.head_dim;
