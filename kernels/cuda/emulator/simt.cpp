@@ -144,13 +144,13 @@ bool run_ready(int n) {
   for (int i = 0; i < n; ++i)
     if (!fibers[size_t(i)].done && fibers[size_t(i)].wait == Wait::None) order.push_back(i);
   std::shuffle(order.begin(), order.end(), rng);
-  bool any = false;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int i = order[k];
+  // A slow fiber mostly sits out a pass while a fast one is ready; with only
+  // slow ones ready, holding them back would only cost passes.
+  const bool fast_ready =
+      std::any_of(order.begin(), order.end(), [](int i) { return !fibers[size_t(i)].slow; });
+  for (const int i : order) {
     Fiber& f = fibers[size_t(i)];
-    // A slow fiber mostly sits out a pass (but a pass always runs someone).
-    if (f.slow && rng() % 16 != 0 && (any || k + 1 < order.size())) continue;
-    any = true;
+    if (fast_ready && f.slow && rng() % 16 != 0) continue;
     current = &f;
     current_linear = i;
     threadIdx = f.index;
