@@ -14,9 +14,9 @@
 #
 # Seeds: the threads of a block run in a seeded random order and shared
 # memory is poisoned with a seed-chosen pattern (include/simt.hpp). The whole
-# suite runs under the first seed of KVG_SIMT_SEEDS (default "1 2 3"); the
+# suite runs under the first seed of KVG_SIMT_SEEDS (default "1 2 3 4 5"); the
 # kernel-level tests (KVG_SIMT_SEEDED_FILTER) run again under each other
-# seed. Exit status: non-zero if any run failed.
+# seed (about 10 s of CPU each). Exit status: non-zero if any run failed.
 # Slow (every CUDA thread is a fiber): a few minutes for the whole file.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,7 +51,7 @@ for pid in "${pids[@]}"; do wait "$pid" || { echo "run.sh: a compilation failed"
 "${cxx[@]}" "${objects[@]}" "$build/tests/libkvg_test_support.a" "$build/engine/libkvg_engine.a" \
   "$build/kernels/libkvg_kernels.a" "$build/storage/libkvg_storage.a" -lgtest_main -lgtest -lcrypto -lpcre2-8 -lpthread \
   -o "$out/kvg_test_cuda_emulated"
-read -r -a seeds <<<"${KVG_SIMT_SEEDS:-1 2 3}"
+read -r -a seeds <<<"${KVG_SIMT_SEEDS:-1 2 3 4 5}"
 filter=${KVG_SIMT_SEEDED_FILTER:-'CudaKernels.*:Emulator*-CudaKernels.Exp*'}  # exp: no barriers, 17M values
 status=0
 echo "SIMT emulator: whole suite, seed ${seeds[0]}"
