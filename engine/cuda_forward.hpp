@@ -42,7 +42,11 @@ class CudaForward {
   // and logits between host and device (pinned memory is taken from the
   // machine's RAM and cannot be swapped, and every backend has its own):
   // larger transfers go through it in chunks, with a wait per chunk.
+  // There are kStagingBuffers of them (KV and logits down, KV up, rotary
+  // tables up; the token ids' buffer is a few bytes per token), so a
+  // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
+  static constexpr int kStagingBuffers = 3;
   CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
               size_t staging_bytes = kDefaultStagingBytes);
   ~CudaForward();

@@ -52,7 +52,7 @@ else
   [ ${#gpu[@]} -gt 0 ] && why+=("${#gpu[@]} GPU tests in ctest, no CUDA device")
 fi
 
-echo "== CUDA kernels on the CPU (SIMT emulator: the kernels' own source, every thread emulated)"
+echo "== CUDA kernels on the CPU (SIMT emulator: the kernels' own source, every thread emulated, several seeds)"
 # Proves here, without a GPU, that the CUDA kernels compute the CPU recipe's
 # bits; a real GPU adds the hardware's arithmetic (scripts/gpu-check.sh).
 echo "building build-emu (CPU-only configuration) and compiling the kernels for the emulator"
@@ -61,10 +61,9 @@ if cmake -S "$repo" -B "$repo/build-emu" -DKVG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWi
   bash "$repo/kernels/cuda/emulator/run.sh" "$repo/build-emu" 2>&1 | tee "$log/emu" |
     grep -vE '^\[ (RUN|      OK) '  # failures, skips and the summary
   emu_status=${PIPESTATUS[0]}
-  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log/emu")
-  s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\},.*/\1/p' "$log/emu")
-  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\},.*/\1/p' "$log/emu")
-  p=${p:-0} s=${s:-0} f=${f:-0}
+  # One gtest summary per seed (run.sh): summed.
+  sum() { sed -n "s/^\[  $1 *\] \([0-9]*\) tests\{0,1\}[.,].*/\1/p" "$log/emu" | awk '{ n += $1 } END { print n + 0 }'; }
+  p=$(sum PASSED) s=$(sum SKIPPED) f=$(sum FAILED)
   [ "$emu_status" != 0 ] && [ "$f" = 0 ] && f=1
   record emulator "$p" "$f" "$s"
   [ "$s" -gt 0 ] && why+=("$s in the emulator: no-GPU error paths, unreachable when a GPU (here the emulated one) is present")

@@ -41,6 +41,8 @@ SET kvg.model = '/etc/passwd';
 \echo :LAST_ERROR_SQLSTATE
 SET kvg.max_new_tokens = 100000;
 \echo :LAST_ERROR_SQLSTATE
+SET kvg.gpu_staging_memory = '1GB';  -- pinned RAM: a server resource
+\echo :LAST_ERROR_SQLSTATE
 SET kvg.threads = 2;
 SHOW kvg.audit_conninfo;
 SET kvg.audit_conninfo = 'host=elsewhere';
@@ -50,3 +52,8 @@ SET kvg.prefix_reuse = off;
 SHOW kvg.model;
 RESET ROLE;
 DROP ROLE regress_kvg_plain;
+-- Pinned staging per backend: in memory units, at least 3 MB.
+SET kvg.gpu_staging_memory = '32MB';
+SHOW kvg.gpu_staging_memory;
+SET kvg.gpu_staging_memory = '1MB';
+RESET kvg.gpu_staging_memory;

@@ -694,7 +694,9 @@ TEST(CudaKernels, AttentionMatchesCpuAcrossBlocksAndHeads) {
   struct Case { int n_head, n_head_kv, head_dim; int64_t p0, n_tokens; float q_scale; };
   const Case cases[] = {{4, 2, 8, 0, 40, 1.0f},   {6, 2, 12, 31, 3, 1.0f},   {8, 8, 64, 95, 1, 1.0f},
                         {4, 1, 128, 0, 70, 1.0f}, {2, 2, 12, 10, 50, 60.0f},  // scores far apart: p = 0 cut-off
-                        {2, 1, 512, 64, 2, 1.0f}, {3, 3, 200, 5, 33, 1.0f}};
+                        {2, 1, 512, 64, 2, 1.0f}, {3, 3, 200, 5, 33, 1.0f},
+                        {4, 2, 64, 600, 2, 1.0f},  // 19 key blocks: rounds of 8 warps, the last one partial
+                        {2, 2, 40, 250, 9, 4.0f}};  // 8 and 9 key blocks: one round, then two
   for (const Case& c : cases) {
     const int64_t positions = c.p0 + c.n_tokens;
     const int64_t kv_width = int64_t(c.n_head_kv) * c.head_dim;
@@ -1333,6 +1335,57 @@ TEST(CudaBench, DISABLED_CpuVersusGpu) {
   EXPECT_TRUE(same);
   EXPECT_TRUE(cpu_graft_exact);
   EXPECT_TRUE(gpu_graft_exact);
+}
+
+// Decode speed on the GPU at long contexts (scripts/gpu-check.sh): for each
+// context in KVG_BENCH_CONTEXTS (default "1024 8192 32768") the GPU prefills
+// that many tokens, 2048 per forward, then decodes 32 greedy tokens. One
+// machine-readable line per context, for the check's table.
+TEST(CudaBench, DISABLED_DecodeAtLongContext) {
+  KVG_REQUIRE_GPU();
+  const char* path = std::getenv("KVG_BENCH_MODEL");
+  if (!path || !*path) GTEST_SKIP() << "set KVG_BENCH_MODEL to a GGUF model";
+  std::vector<int64_t> contexts;
+  {
+    const char* list = std::getenv("KVG_BENCH_CONTEXTS");
+    std::string text = list && *list ? list : "1024 8192 32768";
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find(' ', at), text.size());
+      if (end > at) contexts.push_back(std::atoll(text.substr(at, end - at).c_str()));
+      at = end + 1;
+    }
+  }
+  const int64_t n_decode = 32, chunk = 2048;
+  auto model = Model::load(path);
+  const ModelConfig& c = model->config();
+  for (const int64_t context : contexts) {
+    if (context <= 0 || context + n_decode > c.n_ctx) {
+      std::printf("bench decode_context=%lld skipped: the model's n_ctx is %lld\n", (long long)context,
+                  (long long)c.n_ctx);
+      continue;
+    }
+    std::vector<int32_t> prompt(static_cast<size_t>(context));
+    for (int64_t i = 0; i < context; ++i)
+      prompt[size_t(i)] = int32_t(uniform_for_position(11, i) * float(c.n_vocab - 3)) + 3;
+    CudaForward gpu(model, context + n_decode);
+    KvCache cache(c.n_layer, c.kv_row_floats(), context + n_decode);
+    std::vector<float> logits;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int64_t start = 0; start < context; start += chunk) {
+      const int64_t n = std::min(chunk, context - start);
+      gpu.forward(std::span<const int32_t>(prompt).subspan(size_t(start), size_t(n)), start, LogitsFor::Last, &logits,
+                  cache);
+    }
+    const double prefill = seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n_decode; ++i) {
+      const int32_t next[1] = {argmax(logits)};
+      gpu.forward(next, context + i, LogitsFor::Last, &logits, cache);
+    }
+    const double decode = seconds_since(t0);
+    std::printf("bench decode_context=%lld prefill_tok_s=%.1f decode_tok_s=%.2f\n", (long long)context,
+                double(context) / prefill, double(n_decode) / decode);
+  }
 }
 
 }  // namespace

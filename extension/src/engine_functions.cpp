@@ -207,7 +207,10 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
 // kvg_model_info() returns jsonb: what kvg.model is and how this backend runs
 // it. 'device' is where a call really runs (cpu or cuda), and null when
 // kvg.device = cuda has no usable GPU, so calls are refused; 'device_detail'
-// names the GPU or says why none is used. Informational: no audit row.
+// names the GPU or says why none is used; 'gpu_weight_uploads' counts how
+// many times this backend has copied a model's weights to the GPU (once per
+// kvg.model while it stays loaded, however many calls run there).
+// Informational: no audit row.
 KVG_SQL_FUNCTION(kvg_model_info) {
   const auto model = current_model();
   const EngineOptions options = current_engine_options();
@@ -221,7 +224,7 @@ KVG_SQL_FUNCTION(kvg_model_info) {
       "'n_head', $7::int, 'n_head_kv', $8::int, 'head_dim', $9::int, 'n_ff', $10::int, 'n_vocab', $11::int, "
       "'n_ctx', $12::int, 'parameters', $13::bigint, 'weight_bytes', $14::bigint, 'recipe', $15, "
       "'device', $16, 'cuda_compiled', $17::boolean, 'threads', $18::int, 'isa', $19, "
-      "'device_requested', $20, 'device_detail', $21)::text",
+      "'device_requested', $20, 'device_detail', $21, 'gpu_weight_uploads', $22::bigint)::text",
       {model->path(), model->fingerprint_hex(), c.architecture, c.name, std::to_string(c.n_layer),
        std::to_string(c.n_embd), std::to_string(c.n_head), std::to_string(c.n_head_kv), std::to_string(c.head_dim),
        std::to_string(c.n_ff), std::to_string(c.n_vocab), std::to_string(c.n_ctx),
@@ -229,6 +232,6 @@ KVG_SQL_FUNCTION(kvg_model_info) {
        device.runs_on ? SqlValue(device_name(*device.runs_on)) : SqlValue(),
        std::string(device_compiled(Device::Cuda) ? "true" : "false"), std::to_string(options.threads),
        std::string(isa_name(options.isa)), std::string(device_name(options.device)),
-       device.detail.empty() ? SqlValue() : SqlValue(device.detail)});
+       device.detail.empty() ? SqlValue() : SqlValue(device.detail), std::to_string(CudaForward::weight_uploads())});
   return jsonb_result(rows.at(0).at(0).value());
 }

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "common/error.hpp"
+#include "extension/src/device_notice.hpp"
 #include "extension/src/error_map.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -43,7 +44,9 @@ void copy_message(Outcome& out, const char* text) noexcept {
 __attribute__((noinline)) Datum run_body(FunctionCallInfo fcinfo, Datum (*body)(FunctionCallInfo),
                                          Outcome& out) noexcept {
   try {
-    return body(fcinfo);
+    const Datum result = body(fcinfo);
+    notice_device_fallback();
+    return result;
   } catch (const PgError&) {
     out.kind = Outcome::Kind::Postgres;  // the error itself is state.pending
   } catch (const Error& e) {
@@ -60,6 +63,7 @@ __attribute__((noinline)) Datum run_body(FunctionCallInfo fcinfo, Datum (*body)(
     out.kind = Outcome::Kind::Other;
     copy_message(out, "exception of unknown type");
   }
+  forget_device_fallback();
   return Datum(0);
 }
 

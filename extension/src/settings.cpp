@@ -41,6 +41,9 @@
 //                      ... SET): forbids every non-exact graft (a positional
 //                      composition) for regulated use; a role it is set for
 //                      cannot switch it off.
+//  kvg.gpu_staging_memory  superuser: page-locked host memory is taken from
+//                      the machine's RAM, cannot be swapped, and every
+//                      backend that uses the GPU holds its own.
 // None is PGC_POSTMASTER, because the module is not preloaded: defining such a
 // parameter outside shared_preload_libraries is FATAL.
 #include "extension/src/settings.hpp"
@@ -67,6 +70,8 @@ int max_threads_value = 1;
 int max_import_kb_value = 1 << 20;      // 1 GB
 int import_quota_kb_value = 10 << 20;   // 10 GB
 int max_kv_memory_kb_value = 1 << 20;  // 1 GB
+// 3 x CudaForward::kDefaultStagingBytes: the engine's default split.
+int gpu_staging_kb_value = 3 * 64 * 1024;  // 192 MB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
 int progress_notice_ms_value = 0;
@@ -186,11 +191,18 @@ void define() {
   DefineCustomBoolVariable("kvg.require_exact", "Refuse every graft that is not exact (positional composition).",
                            "For regulated use: set by a superuser, per role or database.", &require_exact_value,
                            false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.gpu_staging_memory",
+                          "The most page-locked host memory a backend's GPU transfers may stage through.",
+                          "Split over the engine's staging buffers; larger transfers go in chunks. A backend's "
+                          "buffers only grow: a lower value applies to backends that have not used the GPU yet.",
+                          &gpu_staging_kb_value, 3 * 64 * 1024, 3 * 1024, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr,
+                          nullptr, nullptr);
   MarkGUCPrefixReserved("kvg");
 }
 
 const char* model_path() { return model_value ? model_value : ""; }
 int64_t max_kv_bytes() { return int64_t(max_kv_memory_kb_value) * 1024; }
+size_t gpu_staging_bytes() { return size_t(gpu_staging_kb_value) * 1024; }
 int threads() {
   if (threads_value > max_threads_value)
     throw Error(ErrorCode::InvalidArgument, "kvg.threads = " + std::to_string(threads_value) +

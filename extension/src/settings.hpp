@@ -2,6 +2,7 @@
 // only; the engine never sees PostgreSQL's variables.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "engine/device.hpp"
@@ -14,6 +15,8 @@ void define();
 
 const char* model_path();  // "" when unset
 int64_t max_kv_bytes();    // kvg.max_kv_memory in bytes; 0: unbounded
+// kvg.gpu_staging_memory in bytes: all the pinned staging of one backend.
+size_t gpu_staging_bytes();
 // kvg.threads; InvalidArgument when it exceeds kvg.max_threads.
 int threads();
 // Imports (docs/security.md): the largest one, and what one role may have

@@ -1,7 +1,7 @@
 -- The engine functions as a kvg_user sees them, cancellation from another
 -- session, rollback of a capture, and a model switch.
 BEGIN;
-SELECT plan(19);
+SELECT plan(20);
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
@@ -76,9 +76,14 @@ SELECT set_config('kvg.device', 'auto', true) \g /dev/null
 SELECT public.kvg_model_info()->>'device' = 'cuda' AS has_gpu \gset
 SELECT is(public.kvg_generate('Once upon a time', 32), :'cpu_story', 'auto generates what cpu generates');
 SELECT set_config('kvg.device', 'cuda', true) \g /dev/null
+SELECT (public.kvg_model_info()->>'gpu_weight_uploads')::int AS uploads_before \gset
 \if :has_gpu
 SELECT is(public.kvg_generate('Once upon a time', 32), :'cpu_story', 'cuda generates what cpu generates');
+SELECT public.kvg_generate('Once upon a time', 4) FROM generate_series(1, 3) \g /dev/null
+SELECT is((public.kvg_model_info()->>'gpu_weight_uploads')::int, :uploads_before,
+          'the weights stay on the GPU from call to call of a backend (uploaded by the auto call above)');
 \else
+SELECT is(:uploads_before, 0, 'a backend without a GPU uploads no weights');
 SELECT throws_ok($$SELECT public.kvg_generate('Once upon a time', 4)$$, '0A000', NULL,
                  'kvg.device = cuda without a usable GPU is refused');
 \endif

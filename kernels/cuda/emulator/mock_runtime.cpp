@@ -6,6 +6,13 @@
 //
 // It also counts transfers and allocations and injects failures on request
 // (include/mock_control.hpp), classifying them as device_memory.cu does.
+//
+// Copies are modelled as CUDA defines them, not as memcpy: a copy to pinned
+// host memory completes at the stream's next synchronize() (until then the
+// destination holds 0xff bytes), a pinned source must stay unchanged until
+// then, pinned memory may not be freed under a copy in flight, and device
+// pointers must lie inside device allocations. Copies to or from pageable
+// memory complete before the call returns, as the CUDA documentation says.
 #include <pthread.h>
 #include <signal.h>
 
@@ -14,7 +21,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
+#include <map>
 #include <mutex>
+#include <vector>
 #include <string>
 #include <utility>
 
@@ -55,7 +65,59 @@ void count(F&& f) {
   std::lock_guard<std::mutex> lock(mutex);
   f(totals);
 }
+// Every live allocation, by start address: device memory and pinned memory.
+std::map<uintptr_t, size_t> device_ranges, pinned_ranges;
+
+bool inside(const std::map<uintptr_t, size_t>& ranges, const void* p, size_t bytes) {
+  const auto a = uintptr_t(p);
+  auto it = ranges.upper_bound(a);
+  if (it == ranges.begin()) return false;
+  --it;
+  return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+// What a stream still owes its host side until synchronize().
+struct InFlight {
+  struct ToHost {  // a copy into pinned memory: lands at synchronize()
+    void* dst;
+    std::vector<unsigned char> bytes;
+  };
+  struct FromHost {  // a copy out of pinned memory: the source must not change
+    const void* src;
+    size_t bytes;
+    uint64_t hash;
+  };
+  std::vector<ToHost> to_host;
+  std::vector<FromHost> from_host;
+};
+std::map<const void*, InFlight> in_flight;  // by Stream
+
+uint64_t fnv1a(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+// Misuse of the runtime that hardware would turn into wrong data or a
+// fault some time later: stop here, naming it.
+[[noreturn]] void misuse(const std::string& what) {
+  std::fprintf(stderr, "emulated CUDA: %s\n", what.c_str());
+  std::abort();
+}
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  return uintptr_t(a) < uintptr_t(b) + bn && uintptr_t(b) < uintptr_t(a) + an;
+}
 }  // namespace
+
+bool is_pinned(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return inside(pinned_ranges, p, bytes);
+}
+bool is_device(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return inside(device_ranges, p, bytes);
+}
 
 Counters counters() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -97,9 +159,27 @@ Stream::Stream() {
   check_status(mock::next_status(mock::Op::StreamCreate), "cudaStreamCreate");
   handle_ = this;
 }
-Stream::~Stream() = default;
+// cudaStreamDestroy does not wait: copies still owed to the host are lost
+// here (on hardware they would land later, into memory the caller may have
+// reused).
+Stream::~Stream() {
+  std::lock_guard<std::mutex> lock(mock::mutex);
+  mock::in_flight.erase(this);
+}
 void Stream::synchronize() const {
   mock::count([](mock::Counters& c) { ++c.synchronizations; });
+  {
+    std::lock_guard<std::mutex> lock(mock::mutex);
+    auto it = mock::in_flight.find(this);
+    if (it != mock::in_flight.end()) {
+      for (const auto& f : it->second.from_host)
+        if (mock::fnv1a(f.src, f.bytes) != f.hash)
+          mock::misuse("pinned memory at " + std::to_string(uintptr_t(f.src)) +
+                       " changed while an asynchronous copy from it was in flight (write it only after synchronize)");
+      for (const auto& t : it->second.to_host) std::memcpy(t.dst, t.bytes.data(), t.bytes.size());
+      mock::in_flight.erase(it);
+    }
+  }
   check_status(mock::next_status(mock::Op::Synchronize), "cudaStreamSynchronize");
 }
 
@@ -114,28 +194,57 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   mock::count([&](mock::Counters& c) {
     ++c.device_allocations;
     c.live_device_bytes += int64_t(bytes);
+    mock::device_ranges[uintptr_t(data_)] = bytes;
   });
 }
-DeviceBuffer::~DeviceBuffer() {
-  if (data_) mock::count([&](mock::Counters& c) { c.live_device_bytes -= int64_t(bytes_); });
-  std::free(data_);
+namespace {
+void free_device(void* data, size_t bytes) {
+  if (!data) return;
+  mock::count([&](mock::Counters& c) {
+    c.live_device_bytes -= int64_t(bytes);
+    mock::device_ranges.erase(uintptr_t(data));
+  });
+  std::free(data);
 }
+}  // namespace
+DeviceBuffer::~DeviceBuffer() { free_device(data_, bytes_); }
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_) mock::count([&](mock::Counters& c) { c.live_device_bytes -= int64_t(bytes_); });
-    std::free(data_);
+    free_device(data_, bytes_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
 }
 
-PinnedBuffer::~PinnedBuffer() { std::free(data_); }
+namespace {
+// cudaFreeHost under a copy in flight: the DMA engine would read or write
+// memory that is no longer the caller's.
+void free_pinned(void* data, size_t bytes) {
+  if (!data) return;
+  {
+    std::lock_guard<std::mutex> lock(mock::mutex);
+    for (const auto& [stream, f] : mock::in_flight) {
+      for (const auto& t : f.to_host)
+        if (mock::overlaps(t.dst, t.bytes.size(), data, bytes))
+          mock::misuse("pinned memory freed while an asynchronous copy into it was in flight");
+      for (const auto& h : f.from_host)
+        if (mock::overlaps(h.src, h.bytes, data, bytes))
+          mock::misuse("pinned memory freed while an asynchronous copy from it was in flight");
+    }
+    mock::pinned_ranges.erase(uintptr_t(data));
+    mock::totals.live_pinned_bytes -= int64_t(bytes);
+  }
+  std::free(data);
+}
+}  // namespace
+
+PinnedBuffer::~PinnedBuffer() { free_pinned(data_, bytes_); }
 void PinnedBuffer::fit(size_t bytes) {
   if (bytes <= bytes_) return;
-  std::free(data_);
+  free_pinned(data_, bytes_);
   data_ = nullptr;
   bytes_ = 0;
   check_status(mock::next_status(mock::Op::PinnedAlloc), ("cudaMallocHost of " + std::to_string(bytes) + " bytes").c_str());
@@ -145,22 +254,63 @@ void PinnedBuffer::fit(size_t bytes) {
   mock::count([&](mock::Counters& c) {
     ++c.pinned_allocations;
     c.largest_pinned_bytes = std::max(c.largest_pinned_bytes, int64_t(bytes));
+    c.live_pinned_bytes += int64_t(bytes);
+    mock::pinned_ranges[uintptr_t(data_)] = bytes;
   });
 }
 
-void copy_to_device(void* dst, const void* src, size_t bytes, const Stream&) {
+namespace {
+void require_device(const void* p, size_t bytes, const char* what) {
+  if (!mock::is_device(p, bytes))
+    mock::misuse(std::string(what) + ": " + std::to_string(bytes) + " bytes at " + std::to_string(uintptr_t(p)) +
+                 " are not inside one device allocation");
+}
+void require_host(const void* p, size_t bytes, const char* what) {
+  if (mock::is_device(p, 1) || mock::is_device(static_cast<const char*>(p) + bytes - 1, 1))
+    mock::misuse(std::string(what) + ": the host side is device memory");
+}
+}  // namespace
+
+void copy_to_device(void* dst, const void* src, size_t bytes, const Stream& stream) {
   if (!bytes) return;
+  require_device(dst, bytes, "cudaMemcpyAsync (to device)");
+  require_host(src, bytes, "cudaMemcpyAsync (to device)");
   check_status(mock::next_status(mock::Op::CopyToDevice), "cudaMemcpyAsync (to device)");
+  // Kernels later on the stream see the data, so it moves now; a pinned
+  // source is read by the copy engine until the stream is synchronised.
   std::memcpy(dst, src, bytes);
-  mock::count([&](mock::Counters& c) { c.h2d_bytes += int64_t(bytes); });
+  const bool pinned = mock::is_pinned(src, bytes);
+  mock::count([&](mock::Counters& c) {
+    c.h2d_bytes += int64_t(bytes);
+    if (pinned) mock::in_flight[&stream].from_host.push_back({src, bytes, mock::fnv1a(src, bytes)});
+  });
 }
-void copy_to_host(void* dst, const void* src, size_t bytes, const Stream&) {
+void copy_to_host(void* dst, const void* src, size_t bytes, const Stream& stream) {
   if (!bytes) return;
+  require_device(src, bytes, "cudaMemcpyAsync (to host)");
+  require_host(dst, bytes, "cudaMemcpyAsync (to host)");
   check_status(mock::next_status(mock::Op::CopyToHost), "cudaMemcpyAsync (to host)");
-  std::memcpy(dst, src, bytes);
-  mock::count([&](mock::Counters& c) { c.d2h_bytes += int64_t(bytes); });
+  if (!mock::is_pinned(dst, bytes)) {  // pageable: complete when the call returns
+    std::memcpy(dst, src, bytes);
+    mock::count([&](mock::Counters& c) { c.d2h_bytes += int64_t(bytes); });
+    return;
+  }
+  // The bytes as they are now, in stream order; the host sees them only
+  // after synchronize(), and poison until then.
+  std::vector<unsigned char> data(static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + bytes);
+  std::memset(dst, 0xff, bytes);
+  mock::count([&](mock::Counters& c) {
+    c.d2h_bytes += int64_t(bytes);
+    ++c.deferred_copies_to_host;
+    mock::in_flight[&stream].to_host.push_back({dst, std::move(data)});
+  });
 }
-void copy_on_device(void* dst, const void* src, size_t bytes, const Stream&) { if (bytes) std::memcpy(dst, src, bytes); }
+void copy_on_device(void* dst, const void* src, size_t bytes, const Stream&) {
+  if (!bytes) return;
+  require_device(dst, bytes, "cudaMemcpyAsync (device to device)");
+  require_device(src, bytes, "cudaMemcpyAsync (device to device)");
+  std::memmove(dst, src, bytes);
+}
 std::string device_description() { return "SIMT emulator (CPU)"; }
 
 namespace detail {

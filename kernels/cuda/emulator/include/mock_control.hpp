@@ -19,12 +19,19 @@ struct Counters {
   int64_t live_device_bytes = 0;  // allocated and not yet freed
   int64_t pinned_allocations = 0; // PinnedBuffer growths
   int64_t largest_pinned_bytes = 0;  // the largest PinnedBuffer since reset_largest_pinned()
+  int64_t live_pinned_bytes = 0;     // pinned memory allocated and not yet freed
+  int64_t deferred_copies_to_host = 0;  // copies into pinned memory, landing at synchronize()
   int64_t streams_created = 0;
   int64_t synchronizations = 0;
   int64_t signals_unblocked_at_stream_creation = 0;  // SIGINT/SIGTERM/SIGALRM open when a stream was made
 };
 Counters counters();
 void reset_largest_pinned();
+
+// Whether [p, p + bytes) lies inside one live PinnedBuffer / DeviceBuffer:
+// pinned memory is not malloc memory to the emulated runtime.
+bool is_pinned(const void* p, size_t bytes);
+bool is_device(const void* p, size_t bytes);
 
 // The operations a failure can be injected into.
 enum class Op { DeviceAlloc, PinnedAlloc, StreamCreate, CopyToDevice, CopyToHost, Synchronize };
