@@ -71,15 +71,16 @@ else
   record emulator 0 1 0
 fi
 
-echo "== Fuzzing (libFuzzer with ASan and UBSan: GGUF reader, artifact reader, tokenizer; tests/fuzz)"
+echo "== Fuzzing (libFuzzer with ASan and UBSan: GGUF reader, artifact reader, tokenizer, chat template; tests/fuzz)"
+harnesses=$(ls "$repo"/tests/fuzz/fuzz_*.cpp | wc -l)
 KVG_FUZZ_SECONDS=${KVG_FUZZ_SECONDS:-15} bash "$repo/tests/fuzz/fuzz.sh" "$repo/build" 2>&1 | tee "$log/fuzz"
 fuzz_status=${PIPESTATUS[0]}
 if [ "$fuzz_status" = 77 ] && [ "$ci" != true ]; then
-  record fuzz 0 0 3
-  why+=("3 fuzzers: no clang/libFuzzer")
+  record fuzz 0 0 "$harnesses"
+  why+=("$harnesses fuzzers: no clang/libFuzzer")
 else
   p=$(grep -c 'no crash' "$log/fuzz")
-  record fuzz "$p" $((3 - p)) 0
+  record fuzz "$p" $((harnesses - p)) 0
 fi
 
 echo "== PostgreSQL extension"
