@@ -26,15 +26,15 @@ SELECT is(pg_temp.cache('bytes'), (SELECT bytes FROM kvg.artifacts WHERE sha256 
           'the cache holds the artifact''s bytes');
 
 -- A recurring library answer, cache on and off.
-SELECT public.kvg_learn('What colour was Mia''s hat?', 'Mia had a green hat. Mia wore her green hat every day.',
-                        'green') \g /dev/null
-SELECT answer AS cached_answer, graft_ms FROM public.kvg_answer_detail('What colour was Mia''s hat?', 6) \gset
+SELECT public.kvg_learn('What colour was Nora''s kite?', 'Nora had a yellow kite. Nora flew her yellow kite every day.',
+                        'yellow') \g /dev/null
+SELECT answer AS cached_answer, graft_ms FROM public.kvg_answer_detail('What colour was Nora''s kite?', 6) \gset
 SELECT pg_temp.cache('hits') AS hits2 \gset
-SELECT is((SELECT mode FROM public.kvg_answer_detail('What colour was Mia''s hat?', 6)), 'recurring',
+SELECT is((SELECT mode FROM public.kvg_answer_detail('What colour was Nora''s kite?', 6)), 'recurring',
           'a recurring answer');
 SELECT ok(pg_temp.cache('hits') > :hits2, 'a recurring answer grafts from the cache');
 SELECT set_config('kvg.artifact_cache_memory', '0', true) \g /dev/null
-SELECT is((SELECT answer FROM public.kvg_answer_detail('What colour was Mia''s hat?', 6)), :'cached_answer',
+SELECT is((SELECT answer FROM public.kvg_answer_detail('What colour was Nora''s kite?', 6)), :'cached_answer',
           'cache off: the same recurring answer');
 SELECT is(public.kvg_generate(' who', 12, :'a'), :'first_answer', 'cache off: the same graft output');
 SELECT is(pg_temp.cache('entries'), 0::bigint, 'cache off: nothing held');
