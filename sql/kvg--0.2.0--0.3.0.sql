@@ -132,3 +132,17 @@ BEGIN
     ORDER BY s.similarity DESC, k.id
     LIMIT max_entries;
 END $$;
+
+-- verified-artifact cache -------------------------------------------------------------------
+-- Each backend keeps the bytes of artifacts it has read and hashed in full
+-- (up to kvg.artifact_cache_memory, a superuser setting; 0: off), so that a
+-- recurring graft copies them instead of reading and hashing them again
+-- (docs/artifact-lifecycle.md). This function shows this backend's use of it.
+CREATE FUNCTION public.kvg_artifact_cache_stats()
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'kvg_artifact_cache_stats' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_artifact_cache_stats() IS
+  'This backend''s verified-artifact cache: entries, bytes, capacity (kvg.artifact_cache_memory), and hits, misses '
+  'and evictions since the backend started.';
+REVOKE EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() TO kvg_user;

@@ -127,6 +127,8 @@ class ArtifactReader {
  public:
   static constexpr size_t kDefaultChunkBytes = size_t{4} << 20;
 
+  // A VerifiedBytes source (storage/verified_bytes.hpp) is read without
+  // hashing: its identity and trailer were checked when it was made.
   explicit ArtifactReader(ByteSource& src, size_t chunk_bytes = kDefaultChunkBytes);
 
   // Parses and validates the header on the first call.
@@ -151,6 +153,7 @@ class ArtifactReader {
 
   ByteSource& src_;
   size_t chunk_bytes_;
+  std::optional<Digest> vouched_;  // the identity of a VerifiedBytes source
   Sha256 sha_;
   std::optional<ArtifactHeader> header_;
   uint64_t consumed_ = 0;   // bytes taken from src_

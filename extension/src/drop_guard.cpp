@@ -7,6 +7,7 @@
 // docs/artifact-lifecycle.md for why not sql_drop.
 #include <string>
 
+#include "extension/src/artifact_cache.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "common/error.hpp"
@@ -46,6 +47,9 @@ KVG_SQL_FUNCTION(kvg_drop_guard) {
   if (!CALLED_AS_EVENT_TRIGGER(fcinfo)) throw Error(ErrorCode::Internal, "kvg_drop_guard must be called as an event trigger");
   const auto* event = reinterpret_cast<EventTriggerData*>(fcinfo->context);
   if (!drops_kvg(event->parsetree)) return PointerGetDatum(nullptr);
+  // This backend's verified artifacts go with them (other backends' entries
+  // are never served without their row: artifact_cache.hpp).
+  backend_artifact_cache().shrink_to(0);
   Spi spi;
   OwnerRights owner;  // the objects belong to kvg's owner
   const auto rows = spi.run(

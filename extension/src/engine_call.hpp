@@ -11,6 +11,7 @@
 
 #include "engine/graft.hpp"
 #include "engine/session.hpp"
+#include "extension/src/artifact_cache.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_context.hpp"
 #include "extension/src/lo_store.hpp"
@@ -36,8 +37,10 @@ struct EngineCall {
   EngineOptions options = current_engine_options();
   Spi spi;
   LoStore store{spi};
-  // graft() checks every link's identity itself: no second hash in the store.
-  ArtifactOpener open = [this](const Digest& id) { return store.get_unverified(id); };
+  // graft() checks every link's identity itself: no second hash in the
+  // store, and none at all for bytes this backend verified before
+  // (artifact_cache.hpp).
+  ArtifactOpener open = [this](const Digest& id) { return open_through_cache(store, id); };
 
   // An audit record naming this call's model and recipe.
   AuditRecord audit(const char* operation) const;

@@ -26,6 +26,10 @@
 //                      calls reports its progress to the caller.
 //  kvg.prefix_reuse    any user: grafting is exact, so it changes speed only
 //                      (which is why the tests can compare it on and off).
+//  kvg.artifact_cache_memory
+//                      superuser: memory each backend may keep verified
+//                      artifacts in (artifact_cache.hpp), a server's memory
+//                      times its backends; 0 turns the cache off. Speed only.
 //  kvg.transfer_min_similarity, kvg.transfer_max_entries
 //                      any user: how related an entry must be to be used as
 //                      context for the caller's question, and how many.
@@ -77,6 +81,7 @@ int max_new_tokens_value = 256;
 int progress_notice_ms_value = 0;
 char* knowledge_template_value = nullptr;
 bool prefix_reuse_value = true;
+int artifact_cache_kb_value = 128 << 10;  // 128 MB
 double transfer_min_similarity_value = 0.5;
 int transfer_max_entries_value = 2;
 char* audit_conninfo_value = nullptr;
@@ -167,6 +172,12 @@ void define() {
                            "compositions as new chain links.",
                            "Exact either way: it changes what is computed, never the output.", &prefix_reuse_value,
                            true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.artifact_cache_memory",
+                          "Memory each backend may keep verified artifacts in, so a recurring graft does not read "
+                          "and hash them again (0: off).",
+                          "Least recently used first out; kvg_artifact_cache_stats() shows its use.",
+                          &artifact_cache_kb_value, 128 << 10, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
   DefineCustomRealVariable("kvg.transfer_min_similarity",
                            "Share of a question's words an entry must contain to serve as its context.", nullptr,
                            &transfer_min_similarity_value, 0.5, 0.0, 1.0, PGC_USERSET, 0, nullptr, nullptr, nullptr);
@@ -217,6 +228,7 @@ int max_new_tokens() { return max_new_tokens_value; }
 int progress_notice_ms() { return progress_notice_ms_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }
 bool prefix_reuse() { return prefix_reuse_value; }
+uint64_t artifact_cache_bytes() { return uint64_t(artifact_cache_kb_value) * 1024; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }
 int transfer_max_entries() { return transfer_max_entries_value; }
 const char* audit_conninfo() { return audit_conninfo_value ? audit_conninfo_value : ""; }

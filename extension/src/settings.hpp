@@ -33,6 +33,8 @@ int progress_notice_ms();
 // The knowledge flywheel (docs/flywheel.md).
 const char* knowledge_template();  // always parses (the check hook refuses others)
 bool prefix_reuse();
+// kvg.artifact_cache_memory in bytes (extension/src/artifact_cache.hpp); 0: off.
+uint64_t artifact_cache_bytes();
 double transfer_min_similarity();
 int transfer_max_entries();
 
