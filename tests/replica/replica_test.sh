@@ -195,8 +195,8 @@ session=$!
 exec 9>"$dir/reconnect.fifo"
 echo "SELECT kvg_answer('$q') IS NOT NULL;" >&9
 until_true "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'kvg audit forwarder'"
-pair_stop primary
-pair_start primary || exit 1
+pair_stop primary 9>&-
+pair_start primary 9>&- || exit 1  # the server must not hold the FIFO open
 echo "SELECT audit_id FROM kvg_answer_detail('$q');" >&9
 exec 9>&-
 wait $session
