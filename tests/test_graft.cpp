@@ -272,20 +272,32 @@ TEST(KvCache, ReserveLeavesHeadroomWithinTheBounds) {
 namespace kvg {
 namespace {
 
-// Sliding-window families: a graft split anywhere — before the window's
-// start, inside the edge block, on a block boundary, past the window —
-// continues bit-identically to a monolithic recompute.
-class GraftOnWindowedModel : public ::testing::TestWithParam<const char*> {};
+// Every family: a graft split anywhere continues bit-identically to a
+// monolithic recompute. For the sliding-window families (window 40) the
+// splits fall before the window's start, inside the edge block, on a block
+// boundary and past the window.
+struct FamilyCase {
+  const char* architecture;
+  bool windowed;
+  bool llama3_rope = false;
+};
 
-TEST_P(GraftOnWindowedModel, ExactAtSplitsOnBothSidesOfTheWindow) {
+class GraftOnFamilyModel : public ::testing::TestWithParam<FamilyCase> {};
+
+TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
+  const FamilyCase& family = GetParam();
   SynthOptions o = test::small_synth_options();
-  o.architecture = GetParam();
-  o.n_layer = std::string(GetParam()) == "gemma3" ? 6 : 2;
-  o.sliding_window = 40;
-  o.attn_softcap = 1.5f;
-  o.final_softcap = 2.0f;
-  auto model = test::load_synth(o, std::string("graft-window-") + GetParam());
-  ASSERT_EQ(model->config().sliding_window, 40);
+  o.architecture = family.architecture;
+  o.llama3_rope = family.llama3_rope;
+  o.n_layer = o.architecture == "gemma3" ? 6 : 2;
+  if (family.windowed) {
+    o.sliding_window = 40;
+    o.attn_softcap = 1.5f;
+    o.final_softcap = 2.0f;
+  }
+  const std::string name = o.architecture + (family.llama3_rope ? "-llama3-rope" : "");
+  auto model = test::load_synth(o, "graft-family-" + name);
+  ASSERT_EQ(model->config().sliding_window, family.windowed ? 40 : 0);
   MemoryArtifacts store;
   const auto tokens = story_tokens(*model, 80);
   for (int64_t split : {int64_t(1), int64_t(8), int64_t(9), int64_t(31), int64_t(32), int64_t(39), int64_t(40),
@@ -296,12 +308,19 @@ TEST_P(GraftOnWindowedModel, ExactAtSplitsOnBothSidesOfTheWindow) {
     GraftCheckOptions options;
     options.samples = 2;
     const auto r = graft_check(model, engine, id, store.opener(), tokens, options);
-    EXPECT_TRUE(r.exact) << GetParam() << " split " << split;
-    EXPECT_EQ(r.graft_logits_sha256, r.recompute_logits_sha256) << GetParam() << " split " << split;
+    EXPECT_TRUE(r.exact) << name << " split " << split;
+    EXPECT_EQ(r.graft_logits_sha256, r.recompute_logits_sha256) << name << " split " << split;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GraftOnWindowedModel, ::testing::Values("phi3", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Families, GraftOnFamilyModel,
+                         ::testing::Values(FamilyCase{"llama", false, true}, FamilyCase{"qwen2", false},
+                                           FamilyCase{"qwen3", false}, FamilyCase{"phi3", true},
+                                           FamilyCase{"gemma", false}, FamilyCase{"gemma2", true},
+                                           FamilyCase{"gemma3", true}, FamilyCase{"starcoder2", false}),
+                         [](const auto& info) {
+                           return std::string(info.param.architecture) + (info.param.llama3_rope ? "_llama3_rope" : "");
+                         });
 
 }  // namespace
 }  // namespace kvg
