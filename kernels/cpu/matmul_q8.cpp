@@ -33,7 +33,6 @@ struct Kernel {
 
 Kernel kernel_for(Isa isa) {
   static const bool vnni = cpu_has_avx512_vnni();
-  if (vnni || !vnni) return {detail::matmul_q8_block_scalar, 0, 0};  // the SIMD kernels are the next commit
   if (isa == Isa::Avx512 && vnni) return {detail::matmul_q8_block_avx512, 16, 128};
   if (isa == Isa::Avx512 || isa == Isa::Avx2) return {detail::matmul_q8_block_avx2, 8, 0};
   return {detail::matmul_q8_block_scalar, 0, 0};

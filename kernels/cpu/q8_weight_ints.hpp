@@ -13,6 +13,9 @@
 #include "kernels/quant_bits.hpp"
 
 namespace kvg::detail {
+// (Unnamed namespace: each translation unit, compiled for its own ISA, keeps
+// its own copy; the linker must not merge them across ISAs.)
+namespace {
 
 // How a block's second term enters the accumulator (the spec's table):
 // none; + float(S) * (m * dx) (Q4_1, Q5_1); - float(I2) * (dmin * dx) (Q2_K, Q4_K, Q5_K).
@@ -154,4 +157,5 @@ struct Q8Weights<WeightType::Q6_K> {
 template <WeightType kType>
 constexpr bool kQ8Format = kType != WeightType::F32 && kType != WeightType::F16 && kType != WeightType::BF16;
 
+}  // namespace
 }  // namespace kvg::detail
