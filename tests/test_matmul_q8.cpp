@@ -301,7 +301,10 @@ TEST(MatmulQ8, ScalarKernelIsTheSpecTable) {
 TEST(MatmulQ8, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   std::mt19937 rng(1234);
   struct Shape { int64_t rows, cols, tokens; };
-  const Shape shapes[] = {{37, 256, 1}, {19, 512, 3}, {64, 256, 8}, {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+  // Token counts on both sides of every few-token threshold
+  // (q8_decode_max_tokens) and of the panel widths; rows not multiples of 4 or 8.
+  const Shape shapes[] = {{37, 256, 1}, {19, 512, 3},  {21, 512, 6},   {64, 256, 8},
+                          {9, 256, 9},  {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
   for (WeightType type : kQ8Formats)
     for (const Shape& s : shapes) {
       const Matrix m = random_matrix(type, s.rows, s.cols, rng);

@@ -35,7 +35,7 @@ constexpr int kQ8PanelsPerTile = 4;
 // [p0, p0 + NP): each group's panel vectors and weight broadcasts are loaded
 // once for all R x NP products.
 template <class V, WeightType kType, int R, int NP>
-inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8Unpacked* u, typename V::I (*i1)[NP],
+[[gnu::always_inline]] inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8Unpacked* u, typename V::I (*i1)[NP],
                              typename V::I (*i2)[NP]) {
   using W = Q8Weights<kType>;
   using I = typename V::I;
@@ -86,7 +86,7 @@ inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8
 
 // acc += block b's terms, in the spec's order, for every lane.
 template <class V, WeightType kType>
-inline typename V::F panel_block_update(typename V::F acc, typename V::I i1, typename V::I i2, typename V::F dx,
+[[gnu::always_inline]] inline typename V::F panel_block_update(typename V::F acc, typename V::I i1, typename V::I i2, typename V::F dx,
                                         const Q8Unpacked& u) {
   using W = Q8Weights<kType>;
   acc = V::fmadd(V::cvt(i1), V::mulf(dx, u.d), acc);

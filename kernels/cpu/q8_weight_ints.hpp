@@ -32,14 +32,16 @@ struct Q8Weights;
 // Every specialisation: kBlock (elements), kBytes, kScaleSub (elements per
 // integer-scaled sub-block, 0: no integer scales), kMinSub (elements per
 // sub-block of the second term, 0: none), kSecond, value(block, e),
-// scale(block, j), min(block, j), d(block), d2(block) (m or dmin).
+// scale(block, j), min(block, j), d(block) and d2(block) (m or dmin) with
+// their byte offsets kDAt, kD2At.
 
 template <>
 struct Q8Weights<WeightType::Q8_0> {
   static constexpr int kBlock = 32, kBytes = 34, kScaleSub = 0, kMinSub = 0;
   static constexpr Q8Second kSecond = Q8Second::None;
   static int value(const uint8_t* b, int e) { return int8_t(b[2 + e]); }
-  static float d(const uint8_t* b) { return f16_at(b); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
 };
 
 template <>
@@ -47,7 +49,8 @@ struct Q8Weights<WeightType::Q4_0> {
   static constexpr int kBlock = 32, kBytes = 18, kScaleSub = 0, kMinSub = 0;
   static constexpr Q8Second kSecond = Q8Second::None;
   static int value(const uint8_t* b, int e) { return nibble32(b + 2, e) - 8; }
-  static float d(const uint8_t* b) { return f16_at(b); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
 };
 
 template <>
@@ -56,8 +59,10 @@ struct Q8Weights<WeightType::Q4_1> {
   static constexpr Q8Second kSecond = Q8Second::PlusSum;
   static int value(const uint8_t* b, int e) { return nibble32(b + 4, e); }
   static int min(const uint8_t*, int) { return 1; }  // the second term is S itself
-  static float d(const uint8_t* b) { return f16_at(b); }
-  static float d2(const uint8_t* b) { return f16_at(b + 2); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
+  static constexpr int kD2At = 2;  // byte offset of the f16 m or dmin
+  static float d2(const uint8_t* b) { return f16_at(b + kD2At); }
 };
 
 template <>
@@ -65,7 +70,8 @@ struct Q8Weights<WeightType::Q5_0> {
   static constexpr int kBlock = 32, kBytes = 22, kScaleSub = 0, kMinSub = 0;
   static constexpr Q8Second kSecond = Q8Second::None;
   static int value(const uint8_t* b, int e) { return (nibble32(b + 6, e) | (q5_high_bit(b + 2, e) << 4)) - 16; }
-  static float d(const uint8_t* b) { return f16_at(b); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
 };
 
 template <>
@@ -74,8 +80,10 @@ struct Q8Weights<WeightType::Q5_1> {
   static constexpr Q8Second kSecond = Q8Second::PlusSum;
   static int value(const uint8_t* b, int e) { return nibble32(b + 8, e) | (q5_high_bit(b + 4, e) << 4); }
   static int min(const uint8_t*, int) { return 1; }
-  static float d(const uint8_t* b) { return f16_at(b); }
-  static float d2(const uint8_t* b) { return f16_at(b + 2); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
+  static constexpr int kD2At = 2;  // byte offset of the f16 m or dmin
+  static float d2(const uint8_t* b) { return f16_at(b + kD2At); }
 };
 
 template <>
@@ -87,8 +95,10 @@ struct Q8Weights<WeightType::Q2_K> {
   static int value(const uint8_t* b, int e) { return (b[16 + (e / 128) * 32 + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
   static int scale(const uint8_t* b, int j) { return b[j] & 0x0f; }
   static int min(const uint8_t* b, int j) { return b[j] >> 4; }
-  static float d(const uint8_t* b) { return f16_at(b + 80); }
-  static float d2(const uint8_t* b) { return f16_at(b + 82); }
+  static constexpr int kDAt = 80;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
+  static constexpr int kD2At = 82;  // byte offset of the f16 m or dmin
+  static float d2(const uint8_t* b) { return f16_at(b + kD2At); }
 };
 
 template <>
@@ -102,7 +112,8 @@ struct Q8Weights<WeightType::Q3_K> {
     return ((b[32 + half * 32 + l] >> (2 * j)) & 3) - (((b[l] >> (half * 4 + j)) & 1) ? 0 : 4);
   }
   static int scale(const uint8_t* b, int j) { return q3k_scale(b + 96, j) - 32; }
-  static float d(const uint8_t* b) { return f16_at(b + 108); }
+  static constexpr int kDAt = 108;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
 };
 
 template <>
@@ -117,8 +128,10 @@ struct Q8Weights<WeightType::Q4_K> {
   }
   static int scale(const uint8_t* b, int j) { int s, m; q4k_scale_min(b + 4, j, &s, &m); return s; }
   static int min(const uint8_t* b, int j) { int s, m; q4k_scale_min(b + 4, j, &s, &m); return m; }
-  static float d(const uint8_t* b) { return f16_at(b); }
-  static float d2(const uint8_t* b) { return f16_at(b + 2); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
+  static constexpr int kD2At = 2;  // byte offset of the f16 m or dmin
+  static float d2(const uint8_t* b) { return f16_at(b + kD2At); }
 };
 
 template <>
@@ -133,8 +146,10 @@ struct Q8Weights<WeightType::Q5_K> {
   }
   static int scale(const uint8_t* b, int j) { int s, m; q4k_scale_min(b + 4, j, &s, &m); return s; }
   static int min(const uint8_t* b, int j) { int s, m; q4k_scale_min(b + 4, j, &s, &m); return m; }
-  static float d(const uint8_t* b) { return f16_at(b); }
-  static float d2(const uint8_t* b) { return f16_at(b + 2); }
+  static constexpr int kDAt = 0;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
+  static constexpr int kD2At = 2;  // byte offset of the f16 m or dmin
+  static float d2(const uint8_t* b) { return f16_at(b + kD2At); }
 };
 
 template <>
@@ -150,7 +165,8 @@ struct Q8Weights<WeightType::Q6_K> {
     return (low | (((b[128 + half * 32 + l] >> (2 * quarter)) & 3) << 4)) - 32;
   }
   static int scale(const uint8_t* b, int j) { return int8_t(b[192 + j]); }
-  static float d(const uint8_t* b) { return f16_at(b + 208); }
+  static constexpr int kDAt = 208;  // byte offset of the f16 d
+  static float d(const uint8_t* b) { return f16_at(b + kDAt); }
 };
 
 // The formats recipe q8-portable-v1 quantizes against (the others have no Q8Weights).
