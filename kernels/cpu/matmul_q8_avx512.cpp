@@ -5,21 +5,11 @@
 // correction 128 * Σ scale_j Σ v removes the offset, exactly.
 #include <immintrin.h>
 
-#include <cstring>
-
-#include "kernels/cpu/matmul_q8.hpp"
-#include "kernels/cpu/matmul_q8_decode_kernel.hpp"
-#include "kernels/cpu/matmul_q8_panel_kernel.hpp"
+#include "kernels/cpu/matmul_q8_simd.hpp"
 
 namespace kvg::detail {
 
 namespace {
-
-inline int32_t load4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 struct Avx512VnniVec {
   static constexpr int kLanes = 16;
@@ -32,7 +22,7 @@ struct Avx512VnniVec {
   static I load(const void* p) { return _mm512_loadu_si512(p); }
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mul_scalar(I a, int32_t s) { return _mm512_mullo_epi32(a, _mm512_set1_epi32(s)); }
-  static I weights4(const Q8Unpacked& u, int g) { return _mm512_set1_epi32(load4(u.v + 4 * g)); }
+  static I weights4(const Q8Unpacked& u, int g) { return _mm512_set1_epi32(load_i32(u.v + 4 * g)); }
   static I dot4(I acc, I panel, I weights) { return _mm512_dpbusd_epi32(acc, panel, weights); }
   static I madd_pairs(I acc, I pairs, int32_t pair) { return _mm512_dpwssd_epi32(acc, pairs, _mm512_set1_epi32(pair)); }
   static F zerof() { return _mm512_setzero_ps(); }
@@ -58,12 +48,7 @@ struct VnniDot {
 
 void matmul_q8_block_avx512(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
                             int64_t r1, float* y, int64_t y_stride) {
-  with_weight_type(w.type, [&](auto type) {
-    constexpr WeightType kType = decltype(type)::value;
-    if constexpr (kQ8DecodeKernel<kType>)
-      if (q8_decode_path(kType, a.n_tokens)) return decode_matmul<VnniDot, kType>(w, a, r0, r1, y, y_stride);
-    panel_matmul<Avx512VnniVec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
-  });
+  q8_simd_rows<Avx512VnniVec, VnniDot>(w, a, panels, r0, r1, y, y_stride);
 }
 
 }  // namespace kvg::detail
