@@ -120,13 +120,17 @@ void panel_tile(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int
       for (int r = 0; r < R; ++r) acc[r][p] = panel_block_update<V, kType>(acc[r][p], i1[r][p], i2[r][p], dx, u[r]);
     }
   }
-  alignas(64) float lanes[V::kLanes];
+  // Token by token, each token's R results side by side (one cache line).
+  alignas(64) float lanes[NP][R][V::kLanes];
   for (int p = 0; p < NP; ++p)
-    for (int r = 0; r < R; ++r) {
-      V::storef(lanes, acc[r][p]);
-      const int64_t t0 = (p0 + p) * V::kLanes;
-      for (int l = 0; l < V::kLanes && t0 + l < n_tokens; ++l) y[(t0 + l) * y_stride + r0 + r] = lanes[l];
+    for (int r = 0; r < R; ++r) V::storef(lanes[p][r], acc[r][p]);
+  for (int p = 0; p < NP; ++p) {
+    const int64_t t0 = (p0 + p) * V::kLanes;
+    for (int l = 0; l < V::kLanes && t0 + l < n_tokens; ++l) {
+      float* out = y + (t0 + l) * y_stride + r0;
+      for (int r = 0; r < R; ++r) out[r] = lanes[p][r][l];
     }
+  }
 }
 
 template <class V, WeightType kType, int R>
