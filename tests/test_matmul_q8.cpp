@@ -312,21 +312,24 @@ TEST(MatmulQ8, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   std::mt19937 rng(1234);
   struct Shape { int64_t rows, cols, tokens; };
   // Token counts on both sides of every few-token threshold
-  // (q8_decode_max_tokens) and of the panel widths; rows not multiples of 4 or 8.
-  const Shape shapes[] = {{37, 256, 1}, {19, 512, 3},  {21, 512, 6},   {64, 256, 8},
-                          {9, 256, 9},  {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+  // (q8_decode_max_tokens) and of the panel widths; rows not multiples of 4
+  // or 8; for 32-blocks also odd block counts (kernels that take blocks in pairs).
+  const std::vector<Shape> shapes = {{37, 256, 1}, {19, 512, 3},  {21, 512, 6},   {64, 256, 8},
+                                     {9, 256, 9},  {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+  const std::vector<Shape> odd_blocks = {{13, 96, 1}, {6, 160, 2}, {11, 224, 20}};
   for (WeightType type : kQ8Formats)
-    for (const Shape& s : shapes) {
-      const auto [m, x] = random_problem(type, s.rows, s.cols, s.tokens, rng);
-      const auto expected = run(m.w, x, s.tokens, 1, Isa::Scalar);
-      for (Isa isa : supported_isas())
-        for (int threads : {1, 2, 3}) {
-          const auto y = run(m.w, x, s.tokens, threads, isa);
-          ASSERT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4))
-              << weight_type_name(type) << " " << s.rows << "x" << s.cols << " tokens " << s.tokens << " isa "
-              << isa_name(isa) << " threads " << threads;
-        }
-    }
+    for (const std::vector<Shape>& list : {shapes, weight_block_elements(type) == 32 ? odd_blocks : std::vector<Shape>{}})
+      for (const Shape& s : list) {
+        const auto [m, x] = random_problem(type, s.rows, s.cols, s.tokens, rng);
+        const auto expected = run(m.w, x, s.tokens, 1, Isa::Scalar);
+        for (Isa isa : supported_isas())
+          for (int threads : {1, 2, 3}) {
+            const auto y = run(m.w, x, s.tokens, threads, isa);
+            ASSERT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4))
+                << weight_type_name(type) << " " << s.rows << "x" << s.cols << " tokens " << s.tokens << " isa "
+                << isa_name(isa) << " threads " << threads;
+          }
+      }
 }
 
 // ---- (b) a token's result does not depend on the batch around it -----------
