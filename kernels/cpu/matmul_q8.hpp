@@ -51,6 +51,14 @@ inline int64_t q8_decode_max_tokens(WeightType t) {
 }
 inline bool q8_decode_path(WeightType t, int64_t n_tokens) { return n_tokens <= q8_decode_max_tokens(t); }
 
+// Formats whose integers are never negative (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K):
+// the SIMD kernels multiply them as unsigned bytes with the signed q
+// directly, so their token panels hold q itself (no offset to remove).
+constexpr bool q8_unsigned_weights(WeightType t) {
+  return t == WeightType::Q4_1 || t == WeightType::Q5_1 || t == WeightType::Q2_K || t == WeightType::Q4_K ||
+         t == WeightType::Q5_K;
+}
+
 // One kernel's serial work: rows [r0, r1) of w for every token of a (the
 // SIMD kernels read the same activations laid out as panels).
 using MatmulQ8BlockFn = void (*)(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels,

@@ -26,8 +26,11 @@ struct Avx2Vec {
   static Weights weights4(const Q8Unpacked& u, int g) {
     return {_mm256_set1_epi32(load_i32(u.v + 4 * g)), _mm256_set1_epi32(load_i32(u.absv + 4 * g))};
   }
+  // Unsigned weights (at most 31: pairs of at most 2 * 31 * 127) multiply q
+  // directly; signed ones by the sign trick.
+  template <bool kUnsigned>
   static I dot4(I acc, I panel, Weights w) {
-    const I pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(panel, w.v));
+    const I pairs = kUnsigned ? _mm256_maddubs_epi16(w.v, panel) : _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(panel, w.v));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
   static I madd_pairs(I acc, I pairs, int32_t pair) {

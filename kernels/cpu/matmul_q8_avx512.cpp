@@ -25,7 +25,11 @@ struct Avx512VnniVec {
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mul_scalar(I a, int32_t s) { return _mm512_mullo_epi32(a, _mm512_set1_epi32(s)); }
   static I weights4(const Q8Unpacked& u, int g) { return _mm512_set1_epi32(load_i32(u.v + 4 * g)); }
-  static I dot4(I acc, I panel, I weights) { return _mm512_dpbusd_epi32(acc, panel, weights); }
+  // Signed weights: (q + 128) times weights; unsigned ones: weights times q.
+  template <bool kUnsigned>
+  static I dot4(I acc, I panel, I weights) {
+    return kUnsigned ? _mm512_dpbusd_epi32(acc, weights, panel) : _mm512_dpbusd_epi32(acc, panel, weights);
+  }
   static I madd_pairs(I acc, I pairs, int32_t pair) { return _mm512_dpwssd_epi32(acc, pairs, _mm512_set1_epi32(pair)); }
   static F zerof() { return _mm512_setzero_ps(); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }

@@ -7,11 +7,12 @@
 // exact int32 sums, whatever the grouping; the float steps per lane are the
 // spec's, block after block: so every lane gets the scalar kernel's bits.
 //
-// V provides: kLanes, kOffset (what the panel bytes add to q), kAbs (whether
-// dot4 needs |v|), I and F (int32 and float vectors of kLanes), and
+// V provides: kLanes, kOffset (what the panel bytes add to q for signed
+// weights; q8_unsigned_weights formats get q itself), kAbs (whether dot4
+// needs |v| for signed weights), I and F (int32 and float vectors of kLanes), and
 // zero, set1, load, add, mul_scalar (I * int), weights4(u, g) (group g's 4
-// weights in every lane, as dot4 wants them), dot4(acc, panel, weights) (acc
-// + the 4-element products), madd_pairs(acc, pairs, int16 pair),
+// weights in every lane, as dot4 wants them), dot4<unsigned weights>(acc,
+// panel, weights) (acc + the 4-element products), madd_pairs(acc, pairs, int16 pair),
 // cvt, loadf, mulf(F, float), fmadd, fnmadd, storef.
 //
 // Only included from translation units compiled with at least -mavx2 -mf16c.
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/matmul_q8.hpp"
 #include "kernels/cpu/q8_panels.hpp"
 #include "kernels/cpu/q8_unpack.hpp"
 #include "kernels/cpu/weights.hpp"
@@ -40,6 +42,7 @@ template <class V, WeightType kType, int R, int NP>
   using W = Q8Weights<kType>;
   using I = typename V::I;
   constexpr int kSub = W::kScaleSub ? W::kScaleSub : W::kBlock;
+  constexpr bool kUnsigned = q8_unsigned_weights(kType);
   const int64_t g0 = b * (W::kBlock / 4);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -60,7 +63,7 @@ template <class V, WeightType kType, int R, int NP>
       for (int r = 0; r < R; ++r) {
         const auto weights = V::weights4(u[r], g);
 #pragma GCC unroll 4
-        for (int p = 0; p < NP; ++p) part[r][p] = V::dot4(part[r][p], panel[p], weights);
+        for (int p = 0; p < NP; ++p) part[r][p] = V::template dot4<kUnsigned>(part[r][p], panel[p], weights);
       }
     }
 #pragma GCC unroll 4
@@ -110,7 +113,9 @@ void panel_tile(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int
   Q8Unpacked u[R];
   for (int64_t b = 0; b < pn.blocks; ++b) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) unpack_block<kType, V::kOffset, V::kAbs>(w.row(r0 + r) + b * W::kBytes, u[r]);
+    for (int r = 0; r < R; ++r)  // unsigned weights: panels without offset, nothing to remove
+      unpack_block<kType, q8_unsigned_weights(kType) ? 0 : V::kOffset, V::kAbs>(
+          w.row(r0 + r) + b * W::kBytes, u[r]);
     I i1[R][NP], i2[R][NP];
     panel_block_ints<V, kType, R, NP>(pn, p0, b, u, i1, i2);
 #pragma GCC unroll 4
