@@ -26,7 +26,7 @@ struct Q8Activations {
   const int16_t* sums16_row(int64_t t) const { return sums16.data() + t * (cols / 16); }
 };
 
-// Quantizes one block of n elements into q[0..n) and returns its dx.
+// Quantizes one block of n (32 or 256) elements into q[0..n) and returns its dx.
 float quantize_activation_block(const float* x, int n, int8_t* q);
 
 // Quantizes n_tokens rows of cols elements (row t at x + t * x_stride) into
