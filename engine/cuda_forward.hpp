@@ -25,6 +25,7 @@
 
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 
 namespace kvg {
 
@@ -47,8 +48,11 @@ class CudaForward {
   // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
   static constexpr int kStagingBuffers = 3;
+  //
+  // kv_rounding: what every new K and V row is rounded to before attention
+  // reads it (a compact KV storage, engine/kv_storage.hpp), as on the CPU.
   CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
-              size_t staging_bytes = kDefaultStagingBytes);
+              size_t staging_bytes = kDefaultStagingBytes, KvRowRounding kv_rounding = KvRowRounding::None);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;

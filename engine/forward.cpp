@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
 
@@ -36,6 +37,8 @@ struct Session::Scratch {
   }
 };
 
+std::string recipe_name(const EngineOptions& options) { return recipe_with_kv_storage(kRecipe, options.kv_storage); }
+
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
@@ -57,14 +60,16 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                            " bytes of KV cache on the GPU, above " + options_.kv_limit_name + " = " +
                                            std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
+                                          kv_rounding_of(options_.kv_storage));
     return;
   }
   // Auto promised the CPU's bits on whichever device works: a GPU that cannot
   // be set up (out of memory with other backends on it, a failed stream)
   // costs speed, not the call.
   try {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
+                                          kv_rounding_of(options_.kv_storage));
   } catch (const std::exception& e) {
     fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
     note_device_fallback(fallback_);
@@ -155,6 +160,10 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
       std::copy_n(&s.v[size_t(t * kv_width)], kv_width, cache_.v(l, p0 + t));
     }
+    // Under a compact KV storage the cache holds the rounded rows and attention
+    // reads them, so a graft of them is exact (engine/kv_storage.hpp).
+    round_kv_rows(kv_rounding_of(options_.kv_storage), cache_.k(l, p0), n * c.n_head_kv, c.head_dim);
+    round_kv_rows(kv_rounding_of(options_.kv_storage), cache_.v(l, p0), n * c.n_head_kv, c.head_dim);
     const KvLayout layer_kv{cache_.k(l, 0), cache_.v(l, 0), kv_width, 0};
     pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;

@@ -13,6 +13,7 @@
 #include "engine/cuda_forward.hpp"
 #include "engine/device.hpp"
 #include "engine/kv_cache.hpp"
+#include "engine/kv_storage.hpp"
 #include "engine/model.hpp"
 #include "engine/progress.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -36,7 +37,14 @@ struct EngineOptions {
   // names the setting in that error (kvg.max_kv_memory, --max-kv-memory).
   int64_t max_kv_bytes = 0;
   const char* kv_limit_name = "the KV memory limit";
+  // What the KV cache holds: every new K and V row is rounded to it as it is
+  // written (engine/kv_storage.hpp), and the recipe's name says so.
+  KvStorage kv_storage = KvStorage::F32;
 };
+
+// The recipe a session under these options computes: kRecipe, plus the KV
+// storage ("f32-portable-v1+kv-bf16").
+std::string recipe_name(const EngineOptions& options);
 
 enum class LogitsFor { None, Last, All };
 
@@ -53,6 +61,8 @@ class Session {
   // The model shared, for a scratch session over the same weights (engine/positional_compose.cpp).
   std::shared_ptr<const Model> shared_model() const { return model_; }
   const EngineOptions& options() const { return options_; }
+  // The recipe this session's logits and artifacts record (recipe_name).
+  std::string recipe() const { return recipe_name(options_); }
   // Where forward() runs: Cpu or Cuda (Auto resolved).
   Device runs_on() const { return cuda_ ? Device::Cuda : Device::Cpu; }
   // Why a Device::Auto session runs on the CPU although a GPU was found
