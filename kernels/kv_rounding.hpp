@@ -82,12 +82,11 @@ KVG_HOST_DEVICE Significand significand_of(uint32_t u) {
 }
 
 KVG_HOST_DEVICE int bit_length(uint32_t m) {
-  int n = 0;
-  while (m != 0) {
-    ++n;
-    m >>= 1;
-  }
-  return n;
+#ifdef __CUDA_ARCH__
+  return 32 - __clz(m);
+#else
+  return m == 0 ? 0 : 32 - __builtin_clz(m);
+#endif
 }
 
 // The row's exponent from the bits of its largest magnitude (finite):

@@ -119,8 +119,16 @@ void decode_kv_rows(uint32_t dtype, uint32_t head_dim, const uint8_t* in, size_t
       for (size_t r = 0; r < n_rows; ++r) {
         const uint8_t* row = in + r * (1 + size_t(head_dim));
         const int e = int8_t(row[0]);
-        for (uint32_t i = 0; i < head_dim; ++i)
-          out[r * head_dim + i] = kr::float_of(kr::i8_value_bits(int8_t(row[1 + i]), e));
+        float* x = out + r * head_dim;
+        if (e >= -126) {
+          // 2^e and every nonzero q * 2^e are normal and q * 2^e is exact, so
+          // one multiply gives i8_value_bits' bits on any IEEE machine, with
+          // or without flush-to-zero (and +0 for q = 0); it vectorizes.
+          const float scale = kr::float_of(uint32_t(e + 127) << 23);
+          for (uint32_t i = 0; i < head_dim; ++i) x[i] = float(int8_t(row[1 + i])) * scale;
+        } else {
+          for (uint32_t i = 0; i < head_dim; ++i) x[i] = kr::float_of(kr::i8_value_bits(int8_t(row[1 + i]), e));
+        }
       }
       return;
     default:
