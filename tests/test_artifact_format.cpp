@@ -615,6 +615,8 @@ INSTANTIATE_TEST_SUITE_P(KvDtypes, ArtifactFormatKv, ::testing::Values(kKvDtypeF
 // if this test fails, the format changed and the version must change with it.
 constexpr const char* GOLDEN_TRAILER = "a793223d5a632e53670f4925f817544fa64bfaf9706d46b3aa1259c46b14afc1";
 constexpr const char* GOLDEN_IDENTITY = "2d8004a91f8940232c57bdc9f02d4e59b30c270d0daaac98b87327ef534eb4c2";
+constexpr const char* GOLDEN_IDENTITY_BF16 = "56dde9d76ee27bd349f4dc04760578c7e733d9ab80dfefe670ca1a3a8544cdc5";
+constexpr const char* GOLDEN_IDENTITY_I8 = "6f3caa9f4037f0d48be89b4ed9f8efdd47e87ab264da9527642658983cc68e98";
 
 ArtifactHeader golden_header() {
   ArtifactHeader h;
@@ -639,6 +641,38 @@ TEST(ArtifactFormat, GoldenTinyArtifact) {
   ASSERT_EQ(sink.bytes().size(), 256u);
   EXPECT_EQ(to_hex(sha256(std::span(sink.bytes()).first(224))), GOLDEN_TRAILER);
   EXPECT_EQ(to_hex(id), GOLDEN_IDENTITY);
+}
+
+// The same example under the compact dtypes (docs/artifact-format.md,
+// section 7): every value is exact in both, so the payload bytes are known by
+// hand, and the identities are pinned like the f32 one.
+TEST(ArtifactFormat, GoldenTinyArtifactCompact) {
+  const struct {
+    uint32_t dtype;
+    std::vector<uint8_t> payload;
+    const char* identity;
+  } cases[] = {
+      {kKvDtypeBf16,
+       {0x80, 0x3f, 0x00, 0x40, 0x40, 0x40, 0x80, 0x40, 0x80, 0xbf, 0x00, 0xc0, 0x40, 0xc0, 0x80, 0xc0},
+       GOLDEN_IDENTITY_BF16},
+      // {1, 2}: e = -5, q = {32, 64}; {3, 4}: e = -4, q = {48, 64}; V negated.
+      {kKvDtypeI8, {0xfb, 0x20, 0x40, 0xfc, 0x30, 0x40, 0xfb, 0xe0, 0xc0, 0xfc, 0xd0, 0xc0}, GOLDEN_IDENTITY_I8},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(kv_dtype_name(c.dtype));
+    ArtifactHeader h = golden_header();
+    h.kv_dtype = c.dtype;
+    MemorySink sink;
+    ArtifactWriter w(h, sink);
+    const float K[] = {1.0f, 2.0f, 3.0f, 4.0f};
+    const float V[] = {-1.0f, -2.0f, -3.0f, -4.0f};
+    w.write_layer(0, K, V);
+    const Digest id = w.finish();
+    ASSERT_EQ(sink.bytes().size(), 192 + c.payload.size() + 32);
+    EXPECT_EQ(load_u32_le(sink.bytes().data() + 0x63), c.dtype);
+    EXPECT_TRUE(std::equal(c.payload.begin(), c.payload.end(), sink.bytes().begin() + 192));
+    EXPECT_EQ(to_hex(id), c.identity);
+  }
 }
 
 float generated_float(uint64_t i) { return static_cast<float>(i % 1000003) * 0.5f; }
