@@ -26,11 +26,21 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
     throw Error(ErrorCode::ModelMismatch, "the artifact was captured with model " + to_hex(header.model_fingerprint) +
                                               ", not with the loaded model " + to_hex(model->fingerprint()) +
                                               ": it cannot be recomputed here");
-  const std::string recipe = recipe_name(options);
-  if (header.recipe != recipe || header.kv_dtype != kv_dtype_of(options.kv_storage))
-    throw Error(ErrorCode::RecipeMismatch, "the artifact was computed under recipe " + header.recipe + " (KV as " +
-                                               kv_dtype_name(header.kv_dtype) + "), not " + recipe + " (KV as " +
-                                               kv_storage_name(options.kv_storage) + "): it cannot be recomputed here");
+  // Recomputed under the artifact's own recipe, whatever the caller's default:
+  // the question is whether its KV is what that arithmetic gives.
+  EngineOptions under_its_recipe = options;
+  try {
+    under_its_recipe.recipe = parse_recipe(header.recipe);
+  } catch (const Error&) {
+    throw Error(ErrorCode::RecipeMismatch, "the artifact was computed under recipe '" + header.recipe +
+                                               "', which this engine does not compute (" + known_recipe_names() +
+                                               "): it cannot be recomputed here");
+  }
+  if (header.kv_dtype != uint32_t(under_its_recipe.recipe.kv))
+    throw Error(ErrorCode::RecipeMismatch, "the artifact stores its KV as " + kv_dtype_name(header.kv_dtype) +
+                                               " but names recipe '" + header.recipe + "', which keeps " +
+                                               kv_storage_name(under_its_recipe.recipe.kv) +
+                                               " KV: it cannot be recomputed here");
   std::vector<int32_t> tokens;
   if (header.parent) tokens = chain_tokens(*header.parent, open);
   if (tokens.size() != header.position_start)
@@ -40,7 +50,7 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
   check_prompt_tokens(*model, tokens.size());
 
   const auto began = std::chrono::steady_clock::now();
-  Session session(std::move(model), options);
+  Session session(std::move(model), under_its_recipe);
   session.prefill(tokens, 128, LogitsFor::None, nullptr, check);
   DiscardSink sink;
   Recomputed r;

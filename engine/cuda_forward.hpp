@@ -25,6 +25,7 @@
 
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
+#include "engine/recipe.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 
 namespace kvg {
@@ -47,6 +48,10 @@ class CudaForward {
   // tables up; the token ids' buffer is a few bytes per token), so a
   // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
+  // The recipes the CUDA kernels compute; Session refuses the others on the
+  // GPU by name (or runs them on the CPU under Device::Auto).
+  // (Every KV storage: the kernel of kernels/cuda/kv_rounding.cu rounds new rows.)
+  static bool computes(const Recipe& recipe) { return recipe.arithmetic == Arithmetic::F32; }
   static constexpr int kStagingBuffers = 3;
   //
   // kv_rounding: what every new K and V row is rounded to before attention

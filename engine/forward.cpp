@@ -1,5 +1,5 @@
 // The transformer forward pass of every supported family (engine/architectures.hpp)
-// under the f32-portable-v1 recipe. Every step is row-independent: a token's values depend only on its
+// under the session's recipe (engine/recipe.hpp, docs/recipe.md). Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
 // cannot change a bit (DESIGN.md, recipe rule 1).
 #include <algorithm>
@@ -37,7 +37,17 @@ struct Session::Scratch {
   }
 };
 
-std::string recipe_name(const EngineOptions& options) { return recipe_with_kv_storage(kRecipe, options.kv_storage); }
+namespace {
+
+// The recipes whose every step this CPU forward pass implements (every KV
+// storage: rows are rounded as they are written); any other is refused by
+// name rather than computed as something else.
+void check_recipe_computed(const Recipe& recipe) {
+  if (recipe.arithmetic != Arithmetic::F32)
+    throw Error(ErrorCode::Unsupported, "recipe " + recipe.name() + " is not implemented by this engine yet");
+}
+
+}  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
@@ -50,9 +60,17 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                      : model_->config().n_ctx,
              options.max_kv_bytes, options.kv_limit_name),
       scratch_(std::make_shared<Scratch>()) {
+  check_recipe_computed(options_.recipe);
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
   if (*choice.runs_on != Device::Cuda) return;
+  if (!CudaForward::computes(options_.recipe)) {
+    const std::string why = "recipe " + options_.recipe.name() + " is not implemented in the CUDA kernels";
+    if (options_.device != Device::Auto) throw Error(ErrorCode::Unsupported, why + ": use the CPU (device cpu or auto)");
+    fallback_ = why + ", running on the CPU";
+    note_device_fallback(fallback_);
+    return;
+  }
   // The GPU mirror is allocated for the whole context at once.
   if (options_.max_kv_bytes > 0 && cache_.bytes_for(cache_.max_positions()) > options_.max_kv_bytes)
     throw Error(ErrorCode::OutOfRange, "a context of " + std::to_string(cache_.max_positions()) + " positions needs " +
@@ -61,7 +79,7 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                            std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
     cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
-                                          kv_rounding_of(options_.kv_storage));
+                                          kv_rounding_of(options_.recipe.kv));
     return;
   }
   // Auto promised the CPU's bits on whichever device works: a GPU that cannot
@@ -69,7 +87,7 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
   // costs speed, not the call.
   try {
     cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
-                                          kv_rounding_of(options_.kv_storage));
+                                          kv_rounding_of(options_.recipe.kv));
   } catch (const std::exception& e) {
     fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
     note_device_fallback(fallback_);
@@ -162,8 +180,8 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     }
     // Under a compact KV storage the cache holds the rounded rows and attention
     // reads them, so a graft of them is exact (engine/kv_storage.hpp).
-    round_kv_rows(kv_rounding_of(options_.kv_storage), cache_.k(l, p0), n * c.n_head_kv, c.head_dim);
-    round_kv_rows(kv_rounding_of(options_.kv_storage), cache_.v(l, p0), n * c.n_head_kv, c.head_dim);
+    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.k(l, p0), n * c.n_head_kv, c.head_dim);
+    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.v(l, p0), n * c.n_head_kv, c.head_dim);
     const KvLayout layer_kv{cache_.k(l, 0), cache_.v(l, 0), kv_width, 0};
     pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;

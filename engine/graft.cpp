@@ -21,11 +21,11 @@ void check_compatible(const ArtifactHeader& h, const Session& session, const Dig
   if (h.model_fingerprint != model.fingerprint())
     throw Error(ErrorCode::ModelMismatch, what + "was captured with model " + to_hex(h.model_fingerprint) +
                                               ", but the loaded model is " + model.fingerprint_hex());
-  const std::string recipe = session.recipe();
+  const std::string recipe = session.options().recipe.name();
   if (h.recipe != recipe)
     throw Error(ErrorCode::RecipeMismatch,
                 what + "was produced under recipe '" + h.recipe + "', this session computes '" + recipe + "'");
-  const uint32_t dtype = kv_dtype_of(session.options().kv_storage);
+  const uint32_t dtype = uint32_t(session.options().recipe.kv);
   if (h.kv_dtype != dtype)
     throw Error(ErrorCode::RecipeMismatch, what + "stores KV as " + kv_dtype_name(h.kv_dtype) + " (recipe '" +
                                                h.recipe + "'), this session's recipe '" + recipe + "' stores " +
@@ -71,8 +71,8 @@ ArtifactHeader capture_header(const Session& session, int64_t from, int64_t to, 
   ArtifactHeader h;
   h.model_fingerprint = session.model().fingerprint();
   h.parent = parent;
-  h.recipe = session.recipe();
-  h.kv_dtype = kv_dtype_of(session.options().kv_storage);
+  h.recipe = session.options().recipe.name();
+  h.kv_dtype = uint32_t(session.options().recipe.kv);
   h.n_layer = uint32_t(c.n_layer);
   h.n_head_kv = uint32_t(c.n_head_kv);
   h.head_dim = uint32_t(c.head_dim);

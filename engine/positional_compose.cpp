@@ -32,7 +32,7 @@ void rerotate_keys(Session& session, int64_t from, int64_t n, int64_t delta) {
   // cache keeps holding only what that storage represents (what attention
   // would read of any key, and what a capture of the composed context can
   // store). Still not exact: the rounding is applied to an inexact rotation.
-  const KvRowRounding rounding = kv_rounding_of(session.options().kv_storage);
+  const KvRowRounding rounding = kv_rounding_of(session.options().recipe.kv);
   for (int l = 0; l < kv.n_layer(); ++l)
     for (int64_t p = from; p < from + n; ++p) {
       apply_rope(kv.k(l, p), c.n_head_kv, c.head_dim, c.rope_dim, cos.data(), sin.data(), c.rope_style);

@@ -16,16 +16,17 @@
 #include "engine/kv_storage.hpp"
 #include "engine/model.hpp"
 #include "engine/progress.hpp"
+#include "engine/recipe.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
 namespace kvg {
 
-// The arithmetic every logits hash and artifact records (docs/recipe.md).
-inline constexpr const char* kRecipe = "f32-portable-v1";
-
 struct EngineOptions {
+  // The arithmetic (engine/recipe.hpp): every artifact this session captures
+  // and every graft into it is of this recipe.
+  Recipe recipe = kDefaultRecipe;
   Device device = Device::Cpu;  // resolved by resolve_device() (engine/device.hpp)
   int threads = 1;
   Isa isa = default_isa();
@@ -37,14 +38,8 @@ struct EngineOptions {
   // names the setting in that error (kvg.max_kv_memory, --max-kv-memory).
   int64_t max_kv_bytes = 0;
   const char* kv_limit_name = "the KV memory limit";
-  // What the KV cache holds: every new K and V row is rounded to it as it is
-  // written (engine/kv_storage.hpp), and the recipe's name says so.
-  KvStorage kv_storage = KvStorage::F32;
 };
 
-// The recipe a session under these options computes: kRecipe, plus the KV
-// storage ("f32-portable-v1+kv-bf16").
-std::string recipe_name(const EngineOptions& options);
 
 enum class LogitsFor { None, Last, All };
 
@@ -61,8 +56,6 @@ class Session {
   // The model shared, for a scratch session over the same weights (engine/positional_compose.cpp).
   std::shared_ptr<const Model> shared_model() const { return model_; }
   const EngineOptions& options() const { return options_; }
-  // The recipe this session's logits and artifacts record (recipe_name).
-  std::string recipe() const { return recipe_name(options_); }
   // Where forward() runs: Cpu or Cuda (Auto resolved).
   Device runs_on() const { return cuda_ ? Device::Cuda : Device::Cpu; }
   // Why a Device::Auto session runs on the CPU although a GPU was found

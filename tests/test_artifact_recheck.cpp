@@ -136,13 +136,14 @@ TEST(Recheck, NonFiniteKvIsNamed) {
 
 EngineOptions with_storage(KvStorage storage) {
   EngineOptions o;
-  o.kv_storage = storage;
+  o.recipe.kv = storage;
   return o;
 }
 
-// Under a compact KV storage the recheck recomputes with the same rounding:
-// genuine artifacts give back their identity, a changed int8 step does not,
-// and a session of another storage refuses to judge them.
+// Under a compact KV storage the recheck recomputes with the same rounding
+// (the artifact's own recipe, whatever the caller's): genuine artifacts give
+// back their identity, a changed step does not, and a header whose kv_dtype
+// contradicts its recipe is refused by name.
 TEST(Recheck, CompactArtifactsRecomputeUnderTheirOwnStorage) {
   for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
     SCOPED_TRACE(kv_storage_name(storage));
@@ -152,13 +153,17 @@ TEST(Recheck, CompactArtifactsRecomputeUnderTheirOwnStorage) {
     const Digest link = capture_span(store, tokens, 33, 40, root, with_storage(storage));
     for (const Digest& id : {root, link}) {
       const ArtifactHeader h = verify_artifact(store.bytes.at(id)).header;
-      EXPECT_EQ(recompute_artifact(small_model(), with_storage(storage), h, store.opener(), {}).identity, id);
+      EXPECT_EQ(recompute_artifact(small_model(), EngineOptions{}, h, store.opener(), {}).identity, id);
+      ArtifactHeader contradicting = h;
+      contradicting.kv_dtype = kKvDtypeF32;
       try {
-        recompute_artifact(small_model(), EngineOptions{}, h, store.opener(), {});
-        ADD_FAILURE() << "an f32 session recomputed a compact artifact";
+        recompute_artifact(small_model(), EngineOptions{}, contradicting, store.opener(), {});
+        ADD_FAILURE() << "recomputed an artifact whose dtype contradicts its recipe";
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
-        EXPECT_NE(std::string(e.what()).find(recipe_name(with_storage(storage))), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("stores its KV as f32 but names recipe '" + with_storage(storage).recipe.name()),
+                  std::string::npos)
+            << e.what();
       }
     }
     // One step of the last element (a bf16 ulp, an int8 q; canonical either way).
@@ -166,7 +171,7 @@ TEST(Recheck, CompactArtifactsRecomputeUnderTheirOwnStorage) {
     const ArtifactHeader h = verify_artifact(nudged).header;
     nudged[h.header_bytes() + h.payload_bytes() - (storage == KvStorage::BF16 ? 2 : 1)] ^= 1;
     const VerifiedArtifact art = verify_artifact(resealed(nudged));
-    EXPECT_NE(recompute_artifact(small_model(), with_storage(storage), art.header, store.opener(), {}).identity,
+    EXPECT_NE(recompute_artifact(small_model(), EngineOptions{}, art.header, store.opener(), {}).identity,
               art.identity);
   }
 }

@@ -1002,7 +1002,7 @@ TEST(CudaSession, CompactKvIsTheCpusBitsAndGraftsAcrossDevices) {
   for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
     SCOPED_TRACE(kv_storage_name(storage));
     EngineOptions on_cpu, on_gpu;
-    on_cpu.kv_storage = on_gpu.kv_storage = storage;
+    on_cpu.recipe.kv = on_gpu.recipe.kv = storage;
     KVG_REQUIRE_DEVICE_OPTION(on_gpu, "cuda");
     Session cpu(model, on_cpu);
     std::vector<float> cpu_logits;

@@ -26,7 +26,7 @@ Digest capture_prefix(MemoryArtifacts& store, std::shared_ptr<const Model> model
                       int threads = 1, KvStorage storage = KvStorage::F32) {
   EngineOptions options;
   options.threads = threads;
-  options.kv_storage = storage;
+  options.recipe.kv = storage;
   Session session(model, options);
   if (parent) graft(session, *parent, store.opener(), tokens);
   EXPECT_EQ(session.n_past(), from);
@@ -54,7 +54,7 @@ class GraftOnModel : public ::testing::TestWithParam<std::tuple<const char*, KvS
   EngineOptions engine(int threads = 1) const {
     EngineOptions o;
     o.threads = threads;
-    o.kv_storage = storage();
+    o.recipe.kv = storage();
     return o;
   }
   std::shared_ptr<const Model> model_;
@@ -138,8 +138,8 @@ TEST_P(GraftOnModel, CompactKvIsRoundedSizedAndChunkingInvariant) {
         // Exactly sized.
         const Digest id = store_.capture_from(session, 0, int64_t(tokens.size()));
         const ArtifactHeader h = parse_header(store_.bytes[id]);
-        EXPECT_EQ(h.recipe, recipe_name(engine()));
-        EXPECT_EQ(h.kv_dtype, kv_dtype_of(storage()));
+        EXPECT_EQ(h.recipe, engine().recipe.name());
+        EXPECT_EQ(h.kv_dtype, uint32_t(storage()));
         const size_t row_bytes = storage() == KvStorage::F32 ? 4 * size_t(c.head_dim)
                                  : storage() == KvStorage::BF16 ? 2 * size_t(c.head_dim)
                                                                 : 1 + size_t(c.head_dim);
@@ -292,7 +292,7 @@ TEST_F(GraftRefusal, AnotherRecipeIsRefused) {
 // recipe name; and one whose kv_dtype contradicts its recipe, by dtype.
 TEST_F(GraftRefusal, AnotherKvStorageIsRefused) {
   EngineOptions bf16;
-  bf16.kv_storage = KvStorage::BF16;
+  bf16.recipe.kv = KvStorage::BF16;
   Session compact(model_, bf16);
   compact.prefill(std::span<const int32_t>(tokens_.data(), 12), 0, LogitsFor::None, nullptr);
   const Digest compact_id = store_.capture_from(compact, 0, 12);
@@ -303,14 +303,14 @@ TEST_F(GraftRefusal, AnotherKvStorageIsRefused) {
       << e.what();
   for (KvStorage other : {KvStorage::I8, KvStorage::F32}) {  // an f32 artifact into compact sessions
     EngineOptions o;
-    o.kv_storage = other == KvStorage::F32 ? KvStorage::BF16 : other;
+    o.recipe.kv = other == KvStorage::F32 ? KvStorage::BF16 : other;
     Session session(model_, o);
     try {
       graft(session, root_, store_.opener(), tokens_);
       ADD_FAILURE() << "accepted";
     } catch (const Error& err) {
       EXPECT_EQ(err.code(), ErrorCode::RecipeMismatch);
-      EXPECT_NE(std::string(err.what()).find("this session computes '" + recipe_name(o) + "'"), std::string::npos)
+      EXPECT_NE(std::string(err.what()).find("this session computes '" + o.recipe.name() + "'"), std::string::npos)
           << err.what();
     }
     EXPECT_EQ(session.n_past(), 0);
@@ -340,7 +340,7 @@ TEST_F(GraftRefusal, AnotherKvStorageIsRefused) {
 // the writer names rather than an artifact that would graft other values.
 TEST_F(GraftRefusal, CaptureOfAnUnroundedCacheIsRefused) {
   EngineOptions i8;
-  i8.kv_storage = KvStorage::I8;
+  i8.recipe.kv = KvStorage::I8;
   Session session(model_, i8);
   session.prefill(std::span<const int32_t>(tokens_.data(), 12), 0, LogitsFor::None, nullptr);
   session.kv_cache().v(1, 5)[3] += 1e-3f;  // no longer q * 2^e for its row
@@ -442,7 +442,7 @@ TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
     const Digest id = capture_prefix(store, model, tokens, 0, split, std::nullopt, 2, storage);
     EngineOptions engine;
     engine.threads = 2;
-    engine.kv_storage = storage;
+    engine.recipe.kv = storage;
     GraftCheckOptions options;
     options.samples = 2;
     const auto r = graft_check(model, engine, id, store.opener(), tokens, options);

@@ -84,7 +84,7 @@ void measure(const std::string& name, std::shared_ptr<const Model> model, std::v
   const char* out_dir = std::getenv("KVG_KV_BENCH_OUT");
   for (KvStorage storage : {KvStorage::F32, KvStorage::BF16, KvStorage::I8}) {
     EngineOptions options;
-    options.kv_storage = storage;
+    options.recipe.kv = storage;
     Row r{name, kv_storage_name(storage)};
     std::vector<float> logits;
     Session(model, options).prefill(fidelity, 0, LogitsFor::All, &logits);

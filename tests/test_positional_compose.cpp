@@ -95,7 +95,7 @@ TEST_F(Positional, UnderCompactKvTurnedKeysAreRoundedAgain) {
   for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
     SCOPED_TRACE(kv_storage_name(storage));
     EngineOptions options;
-    options.kv_storage = storage;
+    options.recipe.kv = storage;
     auto compact_block = [&](const std::string& text) {
       Session s(model_, options);
       s.prefill(fresh_prompt(*model_, text), 0, LogitsFor::None, nullptr);
