@@ -104,6 +104,14 @@ check "graft logits equal monolithic logits" bash -c "
   part=\$('$kvg' logits --model '$model' --tokens $tokens --artifact '$tmp/a.kvga' --out '$tmp/part.bin') &&
   tail -c $(((21 - 6) * 512 * 4)) '$tmp/full.bin' | cmp - '$tmp/part.bin'"
 check "generate after a graft" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text ' named' -n 4 --json | grep -q '\"grafted_tokens\":'"
+# Compact KV storages (docs/recipe.md): smaller artifacts, still exact under their own recipe, refused by another.
+for kv in bf16 i8; do
+  croot=$("$kvg" capture --model "$model" --recipe f32-portable-v1+kv-$kv --text "Once upon a time" --store "$store" 2>/dev/null | tail -1)
+  check "capture under +kv-$kv records its dtype and recipe" bash -c "'$kvg' verify '$store/${croot:0:2}/$croot.kvga' | grep -q '\"kv_dtype\": \"$kv\"' &&
+    '$kvg' verify '$store/${croot:0:2}/$croot.kvga' | grep -q '\"recipe\": \"f32-portable-v1+kv-$kv\"'"
+  check "graft-check under +kv-$kv is exact" bash -c "'$kvg' graft-check --model '$model' --recipe f32-portable-v1+kv-$kv --artifact $croot --store '$store' --text ', there was a girl' --samples 3 | grep -q '\"exact\":true'"
+  check "a +kv-$kv artifact is refused under f32-portable-v1" bash -c "'$kvg' graft-check --model '$model' --artifact $croot --store '$store' --text ' x' 2>&1 | grep -q \"recipe 'f32-portable-v1+kv-$kv', this session computes 'f32-portable-v1'\""
+done
 # Positional composition (docs/composition.md): explicit, and never called exact.
 blk=$("$kvg" capture --model "$model" --text "Tom had a blue kite." --store "$store" 2>/dev/null | tail -1)
 check "generate --compose-positional says it is not exact" bash -c "'$kvg' generate --model '$model' --compose-positional $root,$blk --store '$store' --text ' Tom' -n 4 --json 2>'$tmp/pos.err' | grep -q '\"exact\":false' && grep -q 'NOT exact' '$tmp/pos.err'"
