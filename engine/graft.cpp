@@ -32,8 +32,8 @@ ArtifactHeader capture_header(const Session& session, int64_t from, int64_t to, 
   ArtifactHeader h;
   h.model_fingerprint = session.model().fingerprint();
   h.parent = parent;
-  h.recipe = kRecipe;
-  h.kv_dtype = kKvDtypeF32;
+  h.recipe = session.options().recipe.name();
+  h.kv_dtype = uint32_t(session.options().recipe.kv);
   h.n_layer = uint32_t(c.n_layer);
   h.n_head_kv = uint32_t(c.n_head_kv);
   h.head_dim = uint32_t(c.head_dim);

@@ -65,6 +65,9 @@ std::shared_ptr<const MappedKv> MappedKv::open(const Session& session, const Dig
   if (session.n_past() != 0)
     throw Error(ErrorCode::InvalidArgument, "mapped KV starts at position 0, but the context already holds " +
                                                 std::to_string(session.n_past()) + " positions");
+  if (session.options().recipe.kv != KvStorage::F32)
+    throw Error(ErrorCode::Unsupported, "mapped KV reads fp32 KV only, and recipe " + session.options().recipe.name() +
+                                            " keeps " + kv_storage_name(session.options().recipe.kv) + " KV");
   const ArtifactOpener headers_of = [&](const Digest& id) -> std::unique_ptr<ByteSource> {
     return std::make_unique<FileSource>(path_of(id));
   };
@@ -76,7 +79,7 @@ std::shared_ptr<const MappedKv> MappedKv::open(const Session& session, const Dig
   for (size_t i = 0; i < plan.ids.size(); ++i) {
     auto link = std::make_unique<Link>(path_of(plan.ids[i]));
     const ArtifactHeader h = parse_header(link->bytes());
-    // Before the shared checks, which would call a compact dtype a layout
+    // Before the shared checks, which would call a compact dtype a recipe
     // mismatch: attention reads mapped rows as the fp32 they must be.
     if (h.kv_dtype != kKvDtypeF32)
       throw Error(ErrorCode::Unsupported, artifact_label(plan.ids[i]) + "holds KV dtype " +
