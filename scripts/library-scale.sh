@@ -16,6 +16,11 @@
 # A fill commits every 25 stories and reports its progress every 500. With
 # KVG_LIBRARY_RESUME=1 a size whose database exists is not refilled from
 # scratch: its fill continues after the last committed story.
+# KVG_LIBRARY_ROUNDS=N measures every size N times, round by round, each
+# round with other probe questions (probe seed = KVG_LIBRARY_PROBE_SEED,
+# default the seed, then + 1, ...): on a shared machine one round's p99 is
+# mostly noise. Fresh probes matter for the transfer answers, which store
+# their composition the first time.
 set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
@@ -49,7 +54,11 @@ for size in "${sizes[@]}"; do
   fi
   echo "$(date +%T) $size entries learned (stories $first..$((size / 2)) in $(($(date +%s) - start)) s)"
 done
-for size in "${sizes[@]}"; do
-  echo "=================== $size entries (stories260K, seed $seed; $(date +%T), kvg.so $(library_hash)) ==================="
-  session "kvg_library_$size" scripts/library/measure.sql -v samples=200 -v answers=50
+rounds=${KVG_LIBRARY_ROUNDS:-1}
+for ((round = 0; round < rounds; round++)); do
+  for size in "${sizes[@]}"; do
+    probes=$((${KVG_LIBRARY_PROBE_SEED:-$seed} + round))
+    echo "=================== $size entries (stories260K, seed $seed, probe seed $probes; $(date +%T), kvg.so $(library_hash)) ==================="
+    session "kvg_library_$size" scripts/library/measure.sql -v samples=200 -v answers=50 -v probe_seed="$probes"
+  done
 done
