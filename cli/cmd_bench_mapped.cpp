@@ -144,11 +144,11 @@ int cmd_bench_mapped(const Args& args) {
               model->config().name.c_str(), options.threads, isa_name(options.isa), (long long)decode,
               options.max_kv_bytes > 0 ? (std::to_string(options.max_kv_bytes) + " B").c_str() : "unbounded",
               (long long)lengths.back(), prefill_s);
-  std::printf("%7s %6s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s | %6s %5s\n", "context", "links", "KV MiB",
-              "res open", "res tok/s", "res KV", "res anon", "map open", "map tok/s", "map KV", "map anon", "open",
-              "exact");
-  std::printf("%7s %6s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s | %6s %5s\n", "", "", "", "ms", "", "MiB", "MiB", "ms",
-              "", "MiB", "MiB", "ratio", "");
+  std::printf("%7s %6s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s %9s | %6s %5s\n", "context", "links", "KV MiB",
+              "res open", "res tok/s", "res KV", "res anon", "map open", "map tok/s", "map KV", "map anon", "map file",
+              "open", "exact");
+  std::printf("%7s %6s %9s | %9s %9s %9s %9s | %9s %9s %9s %9s %9s | %6s %5s\n", "", "", "", "ms", "", "MiB", "MiB",
+              "ms", "", "MiB", "MiB", "MiB", "ratio", "");
   bool all_exact = true;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const int64_t length = lengths[i];
@@ -167,21 +167,24 @@ int cmd_bench_mapped(const Args& args) {
                                    mapped.logits.size() * sizeof(float)) == 0;
     all_exact = all_exact && exact;
     if (resident.ran)
-      std::printf("%7lld %6zu %9.1f | %9.2f %9.1f %9.1f %9.1f | %9.2f %9.1f %9.1f %9.1f | %5.1fx %5s\n",
+      std::printf("%7lld %6zu %9.1f | %9.2f %9.1f %9.1f %9.1f | %9.2f %9.1f %9.1f %9.1f %9.1f | %5.1fx %5s\n",
                   (long long)length, i + 1, mib(length * per_position), 1e3 * resident.open_s,
                   double(decode) / resident.decode_s, mib(resident.kv_held), double(resident.grew.anon_kb) / 1024,
                   1e3 * mapped.open_s, double(decode) / mapped.decode_s, mib(mapped.kv_held),
-                  double(mapped.grew.anon_kb) / 1024, resident.open_s / mapped.open_s, exact ? "yes" : "NO");
+                  double(mapped.grew.anon_kb) / 1024, double(mapped.grew.file_kb) / 1024,
+                  resident.open_s / mapped.open_s, exact ? "yes" : "NO");
     else
-      std::printf("%7lld %6zu %9.1f | %9s %9s %9s %9s | %9.2f %9.1f %9.1f %9.1f | %6s %5s\n", (long long)length,
+      std::printf("%7lld %6zu %9.1f | %9s %9s %9s %9s | %9.2f %9.1f %9.1f %9.1f %9.1f | %6s %5s\n", (long long)length,
                   i + 1, mib(length * per_position), "refused", "", "", "", 1e3 * mapped.open_s,
-                  double(decode) / mapped.decode_s, mib(mapped.kv_held), double(mapped.grew.anon_kb) / 1024, "",
-                  exact ? "yes" : "NO");
+                  double(decode) / mapped.decode_s, mib(mapped.kv_held), double(mapped.grew.anon_kb) / 1024,
+                  double(mapped.grew.file_kb) / 1024, "", exact ? "yes" : "NO");
     if (!resident.refused.empty()) std::printf("        resident refused: %s\n", resident.refused.c_str());
   }
   std::printf("(open: graft = read, hash and copy every link into the cache; mapped = map and hash every link.\n"
-              " KV: bytes the session's resident cache holds; anon: growth of the process's anonymous RSS while\n"
-              " the session lived. exact: the decoded tokens' logits are the same bytes both ways)\n");
+              " KV: bytes the session's resident cache holds; anon, file: growth of the process's anonymous and\n"
+              " file-backed RSS while the session lived (file: the mapped artifacts' page-cache pages, shared and\n"
+              " evictable; anon is coarse: the allocator may reuse memory freed before). exact: the decoded\n"
+              " tokens' logits are the same bytes both ways)\n");
   if (!all_exact) throw Error(ErrorCode::Internal, "mapped KV gave other logits than the resident cache");
   return 0;
 }

@@ -32,9 +32,8 @@ KvBlockRows KvBlockCursor::rows(int64_t start, int n) {
   const size_t at = segment_;
   const size_t bytes = size_t(head_dim_) * sizeof(float);
   for (int j = 0; j < n; ++j) std::memcpy(spill_k_ + j * head_dim_, row(kv_.k, start + j, true), bytes);
-  segment_ = at;
+  segment_ = at;  // row() moved it on; walk the same segments again for the values
   for (int j = 0; j < n; ++j) std::memcpy(spill_v_ + j * head_dim_, row(kv_.v, start + j, false), bytes);
-  segment_ = at;  // the next block starts in this block's last segment or later
   return {spill_k_, spill_v_, head_dim_};
 }
 
