@@ -320,8 +320,7 @@ TEST_F(GraftRefusal, AnotherKvStorageIsRefused) {
   store_.bytes[id] = sink.bytes();
   e = refusal(id, store_.opener(), tokens_, bf16);
   EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
-  EXPECT_NE(std::string(e.what()).find("stores KV as f32 (recipe 'f32-portable-v1+kv-bf16'), this session's recipe "
-                                       "'f32-portable-v1+kv-bf16' stores bf16"),
+  EXPECT_NE(std::string(e.what()).find("stores its KV as dtype 0, but recipe 'f32-portable-v1+kv-bf16' keeps bf16 KV"),
             std::string::npos)
       << e.what();
 }
