@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/error.hpp"
 #include "engine/prompt.hpp"
@@ -35,6 +36,11 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
                                                "', which this engine does not compute (" + known_recipe_names() +
                                                "): it cannot be recomputed here");
   }
+  if (header.kv_dtype != uint32_t(under_its_recipe.recipe.kv))
+    throw Error(ErrorCode::RecipeMismatch, "the artifact stores its KV as " + kv_dtype_name(header.kv_dtype) +
+                                               " but names recipe '" + header.recipe + "', which keeps " +
+                                               kv_storage_name(under_its_recipe.recipe.kv) +
+                                               " KV: it cannot be recomputed here");
   std::vector<int32_t> tokens;
   if (header.parent) tokens = chain_tokens(*header.parent, open);
   if (tokens.size() != header.position_start)
@@ -55,18 +61,26 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
 }
 
 std::optional<std::string> first_non_finite_kv(const ArtifactHeader& header, std::span<const uint8_t> artifact) {
-  const size_t begin = header.header_bytes(), floats = header.payload_bytes() / sizeof(float);
+  const size_t begin = header.header_bytes();
   if (artifact.size() < begin + header.payload_bytes())
     throw Error(ErrorCode::Corrupt, "artifact shorter than its header says");
-  const size_t row = size_t(header.n_head_kv) * header.head_dim, block = row * header.n_tokens();
-  for (size_t i = 0; i < floats; ++i) {
-    float v;
-    std::memcpy(&v, artifact.data() + begin + i * sizeof(float), sizeof(float));
-    if (std::isfinite(v)) continue;
-    const size_t layer = i / (2 * block), in_layer = i % (2 * block);
-    return "layer " + std::to_string(layer) + (in_layer < block ? " K" : " V") + ", token " +
-           std::to_string(header.position_start + (in_layer % block) / row) + ", element " +
-           std::to_string(in_layer % row) + " is " + (std::isnan(v) ? "NaN" : "infinite");
+  // Row by row in the artifact's own dtype: decoded exactly as a graft would.
+  const size_t row_bytes = header.head_row_bytes(), rows = header.payload_bytes() / row_bytes;
+  std::vector<float> values(header.head_dim);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* row = artifact.data() + begin + r * row_bytes;
+    if (auto problem = kv_row_problem(header.kv_dtype, header.head_dim, row))
+      throw Error(ErrorCode::Corrupt, "artifact has a non-canonical KV row, " +
+                                          kv_row_place(r, header.n_head_kv, header.n_tokens(), header.position_start) +
+                                          ": " + *problem);
+    decode_kv_rows(header.kv_dtype, header.head_dim, row, 1, values.data());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::isfinite(values[i])) continue;
+      const KvRowPlace p = locate_kv_row(r, header.n_head_kv, header.n_tokens(), header.position_start);
+      return "layer " + std::to_string(p.layer) + (p.is_v ? " V" : " K") + ", token " + std::to_string(p.token) +
+             ", element " + std::to_string(size_t(p.head) * header.head_dim + i) + " is " +
+             (std::isnan(values[i]) ? "NaN" : "infinite");
+    }
   }
   return std::nullopt;
 }

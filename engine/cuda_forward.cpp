@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_runtime_probe.hpp"
 #include "kernels/cuda/device_matrix.hpp"
 #include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/kv_rounding.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/ops.hpp"
 
@@ -146,6 +147,7 @@ struct CudaForward::Impl {
   // Bound on each pinned staging buffer for KV and logits (one unit, a KV
   // position or a logits row, more if a unit alone is larger).
   size_t staging_bytes;
+  KvRowRounding kv_rounding;
   std::shared_ptr<Resident> resident;
   const DeviceWeights* weights = &resident->weights;
   std::unique_ptr<Workspace> ws = resident->take();
@@ -182,8 +184,9 @@ struct CudaForward::Impl {
   // overwritten; each forward ends with a synchronisation.
   cuda::PinnedBuffer &kv_up = ws->kv_up, &rope_up = ws->rope_up, &tokens_up = ws->tokens_up, &down = ws->down;
 
-  Impl(std::shared_ptr<const Model> m, int64_t limit, size_t staging)
+  Impl(std::shared_ptr<const Model> m, int64_t limit, size_t staging, KvRowRounding rounding)
       : model(std::move(m)), c(model->config()), max_positions(limit), staging_bytes(std::max<size_t>(staging, 1)),
+        kv_rounding(rounding),
         resident(resident_for(model)),
         device(cuda::device_description()) {}
 
@@ -439,6 +442,9 @@ struct CudaForward::Impl {
       }
       cuda::apply_rope(q.as<float>(), n, q_width, c.n_head, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
       cuda::apply_rope(k_new, n, S, c.n_head_kv, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
+      // Under a compact KV storage the mirror holds the rounded rows (forward.cpp).
+      cuda::round_kv_rows(kv_rounding, k_new, n, S, c.n_head_kv, c.head_dim, stream);
+      cuda::round_kv_rows(kv_rounding, v_new, n, S, c.n_head_kv, c.head_dim, stream);
       cuda::attention(q.as<float>(), q_width, k_rows(l), v_rows(l), S, shape, p0, n, attn.as<float>(), q_width, stream);
       const cuda::MatmulOutput o[1] = {{w.wo, proj.as<float>(), c.n_embd}};
       cuda::matmul(o, attn.as<float>(), q_width, n, stream);
@@ -482,7 +488,8 @@ static std::string missing_on_gpu(const ModelConfig& c) {
   return {};
 }
 
-CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, size_t staging_bytes) {
+CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, size_t staging_bytes,
+                         KvRowRounding kv_rounding) {
   if (const std::string missing = missing_on_gpu(model->config()); !missing.empty())
     throw Error(ErrorCode::Unsupported, "CUDA forward: architecture '" + model->config().architecture + "' needs " +
                                             missing + ", which the CUDA forward pass does not implement yet "
@@ -493,7 +500,7 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positio
     throw Error(ErrorCode::Unsupported, "CUDA forward: head_dim " + std::to_string(model->config().head_dim) +
                                             " exceeds 512");
   if (max_positions <= 0) throw Error(ErrorCode::InvalidArgument, "CUDA forward: max_positions must be positive");
-  impl_ = std::make_unique<Impl>(std::move(model), max_positions, staging_bytes);
+  impl_ = std::make_unique<Impl>(std::move(model), max_positions, staging_bytes, kv_rounding);
 }
 
 CudaForward::~CudaForward() = default;
@@ -518,7 +525,7 @@ namespace kvg {
 
 struct CudaForward::Impl {};
 
-CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, size_t) {
+CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, size_t, KvRowRounding) {
   throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
 }
 

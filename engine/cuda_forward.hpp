@@ -26,6 +26,7 @@
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
 #include "engine/recipe.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 
 namespace kvg {
 
@@ -49,10 +50,14 @@ class CudaForward {
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
   // The recipes the CUDA kernels compute; Session refuses the others on the
   // GPU by name (or runs them on the CPU under Device::Auto).
-  static bool computes(const Recipe& recipe) { return recipe == kDefaultRecipe; }
+  // (Every KV storage: the kernel of kernels/cuda/kv_rounding.cu rounds new rows.)
+  static bool computes(const Recipe& recipe) { return recipe.arithmetic == Arithmetic::F32; }
   static constexpr int kStagingBuffers = 3;
+  //
+  // kv_rounding: what every new K and V row is rounded to before attention
+  // reads it (a compact KV storage, engine/kv_storage.hpp), as on the CPU.
   CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
-              size_t staging_bytes = kDefaultStagingBytes);
+              size_t staging_bytes = kDefaultStagingBytes, KvRowRounding kv_rounding = KvRowRounding::None);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;

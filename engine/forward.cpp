@@ -6,8 +6,10 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "engine/mapped_kv.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
 #include "kernels/cpu/ops.hpp"
@@ -39,10 +41,11 @@ struct Session::Scratch {
 
 namespace {
 
-// The recipes whose every step this CPU forward pass implements; any other is
-// refused by name rather than computed as something else.
+// The recipes whose every step this CPU forward pass implements (both matrix
+// arithmetics, every KV storage: rows are rounded as they are written); any
+// other is refused by name rather than computed as something else.
 void check_recipe_computed(const Recipe& recipe) {
-  if (recipe.kv != KvStorage::F32)
+  if (recipe.arithmetic != Arithmetic::F32 && recipe.arithmetic != Arithmetic::Q8)
     throw Error(ErrorCode::Unsupported, "recipe " + recipe.name() + " is not implemented by this engine yet");
 }
 
@@ -77,14 +80,16 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                            " bytes of KV cache on the GPU, above " + options_.kv_limit_name + " = " +
                                            std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
+                                          kv_rounding_of(options_.recipe.kv));
     return;
   }
   // Auto promised the CPU's bits on whichever device works: a GPU that cannot
   // be set up (out of memory with other backends on it, a failed stream)
   // costs speed, not the call.
   try {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
+                                          kv_rounding_of(options_.recipe.kv));
   } catch (const std::exception& e) {
     fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
     note_device_fallback(fallback_);
@@ -187,7 +192,13 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
       std::copy_n(&s.v[size_t(t * kv_width)], kv_width, cache_.v(l, p0 + t));
     }
-    const KvLayout layer_kv{cache_.k(l, 0), cache_.v(l, 0), kv_width, 0};
+    // Under a compact KV storage the cache holds the rounded rows and attention
+    // reads them, so a graft of them is exact (engine/kv_storage.hpp).
+    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.k(l, p0), n * c.n_head_kv, c.head_dim);
+    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.v(l, p0), n * c.n_head_kv, c.head_dim);
+    const int64_t held = cache_.first_position();  // positions before it are mapped
+    const KvLayout layer_kv{cache_.k(l, held), cache_.v(l, held), kv_width, 0,
+                            mapped_ ? mapped_->layer(l) : std::span<const KvSegment>()};
     pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
@@ -222,6 +233,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     add_residual(w.ffn_post_norm, n, isa);
     // The file truncated under the call: this layer read zeros, stop here.
     model_->check_weights_intact();
+    if (mapped_) mapped_->check_intact();
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 
@@ -291,6 +303,9 @@ void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor 
 
 void Session::truncate(int64_t n) {
   if (n < 0 || n > n_past()) throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + " is outside [0, n_past]");
+  if (n < mapped_end())
+    throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + ": positions below " +
+                                                std::to_string(mapped_end()) + " are mapped from artifacts");
   tokens_.resize(size_t(n));
   if (cuda_) cuda_->truncate(n);
 }
@@ -298,6 +313,19 @@ void Session::truncate(int64_t n) {
 void Session::append_grafted(std::span<const int32_t> tokens) {
   check_tokens(tokens);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Session::map_prefix(std::shared_ptr<const MappedKv> mapped) {
+  if (cuda_)
+    throw Error(ErrorCode::Unsupported, "mapped KV runs on the CPU, and this session runs on CUDA: use device cpu "
+                                        "(or graft the chain into the resident cache)");
+  if (n_past() != 0)
+    throw Error(ErrorCode::InvalidArgument, "mapped KV starts at position 0, but the context already holds " +
+                                                std::to_string(n_past()) + " positions");
+  check_tokens(mapped->tokens());
+  cache_.hold_from(mapped->n_tokens());
+  tokens_ = mapped->tokens();
+  mapped_ = std::move(mapped);
 }
 
 }  // namespace kvg

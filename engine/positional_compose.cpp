@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/rope_table.hpp"
 
@@ -27,9 +28,16 @@ void rerotate_keys(Session& session, int64_t from, int64_t n, int64_t delta) {
   // turns by the same angle (rotations compose, up to rounding).
   table.angles(delta, cos.data(), sin.data());
   KvCache& kv = session.kv_cache();
+  // Under a compact KV storage the turned keys are rounded again, so the
+  // cache keeps holding only what that storage represents (what attention
+  // would read of any key, and what a capture of the composed context can
+  // store). Still not exact: the rounding is applied to an inexact rotation.
+  const KvRowRounding rounding = kv_rounding_of(session.options().recipe.kv);
   for (int l = 0; l < kv.n_layer(); ++l)
-    for (int64_t p = from; p < from + n; ++p)
+    for (int64_t p = from; p < from + n; ++p) {
       apply_rope(kv.k(l, p), c.n_head_kv, c.head_dim, c.rope_dim, cos.data(), sin.data(), c.rope_style);
+      round_kv_rows(rounding, kv.k(l, p), c.n_head_kv, c.head_dim);
+    }
 }
 
 PositionalComposition graft_positional(Session& session, std::span<const Digest> leaves, const ArtifactOpener& open,

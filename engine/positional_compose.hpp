@@ -47,8 +47,9 @@ PositionalComposition graft_positional(Session& session, std::span<const Digest>
                                        const ProgressCheck& check = {});
 
 // Rotates the K rows of positions [from, from + n) of every layer by `delta`
-// positions with the recipe's rotary table (what graft_positional does to
-// each placed block; exposed for its tests).
+// positions with the recipe's rotary table, then rounds them to the session's
+// KV storage (engine/kv_storage.hpp; nothing under f32): what
+// graft_positional does to each placed block; exposed for its tests.
 void rerotate_keys(Session& session, int64_t from, int64_t n, int64_t delta);
 
 }  // namespace kvg

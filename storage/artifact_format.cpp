@@ -83,9 +83,9 @@ std::optional<Problem> check_scalars(uint32_t version, std::string_view recipe, 
   if (recipe.empty() || recipe.size() > kMaxRecipeBytes)
     return corrupt(range_text("recipe length", recipe.size(), 1, kMaxRecipeBytes));
   if (!is_clean_utf8(recipe)) return corrupt("recipe name is not clean UTF-8 (malformed or control characters)");
-  if (kv_dtype != kKvDtypeF32)
-    return Problem{ErrorCode::Unsupported,
-                   "artifact kv_dtype " + std::to_string(kv_dtype) + " is not supported (v1 stores f32 only)"};
+  if (!is_known_kv_dtype(kv_dtype))
+    return Problem{ErrorCode::Unsupported, "artifact kv_dtype " + std::to_string(kv_dtype) +
+                                               " is not supported (v1 stores 0 = f32, 1 = bf16, 2 = i8)"};
   if (n_layer < 1 || n_layer > kMaxLayers) return corrupt(range_text("n_layer", n_layer, 1, kMaxLayers));
   if (n_head_kv < 1 || n_head_kv > kMaxHeadsKv)
     return corrupt(range_text("n_head_kv", n_head_kv, 1, kMaxHeadsKv));
@@ -97,7 +97,7 @@ std::optional<Problem> check_scalars(uint32_t version, std::string_view recipe, 
   uint64_t header = padded_header_bytes(recipe.size(), n_tokens);
   if (header > UINT32_MAX)
     return corrupt("n_tokens " + std::to_string(n_tokens) + " makes the header longer than 2^32-1 bytes");
-  u128 total = u128{header} + u128{n_layer} * 2 * n_tokens * n_head_kv * head_dim * sizeof(float) + kTrailerBytes;
+  u128 total = u128{header} + u128{n_layer} * 2 * n_tokens * n_head_kv * kv_row_bytes(kv_dtype, head_dim) + kTrailerBytes;
   if (total > kMaxArtifactBytes) return corrupt("total artifact size exceeds 2^62 bytes");
   return std::nullopt;
 }
@@ -207,7 +207,7 @@ ArtifactHeader parse_header_from(HeaderBytes& in) {
     fail(corrupt("header_bytes " + std::to_string(header_bytes) + " does not match recipe length " +
                  std::to_string(R) + " and n_tokens " + std::to_string(n_tokens) + " (expected " +
                  std::to_string(padded_header_bytes(R, n_tokens)) + ")"));
-  const uint64_t payload = uint64_t{h.n_layer} * 2 * n_tokens * h.n_head_kv * h.head_dim * sizeof(float);
+  const uint64_t payload = uint64_t{h.n_layer} * 2 * n_tokens * h.n_head_kv * kv_row_bytes(h.kv_dtype, h.head_dim);
   in.expect_total(header_bytes + payload + kTrailerBytes);
 
   p = in.need(header_bytes);

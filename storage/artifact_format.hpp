@@ -1,5 +1,6 @@
 // Artifact format v1: one contiguous, canonical, little-endian byte string
-//   header (padded to 64 bytes) | payload (K,V per layer, f32) | trailer (SHA-256)
+//   header (padded to 64 bytes) | payload (K,V per layer; f32, bf16 or i8 rows,
+//   storage/kv_codec.hpp) | trailer (SHA-256)
 // whose SHA-256 over all bytes is its identity. docs/artifact-format.md is the
 // normative specification; this file is one implementation of it.
 //
@@ -16,13 +17,13 @@
 #include <vector>
 
 #include "storage/byte_stream.hpp"
+#include "storage/kv_codec.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg {
 
 inline constexpr char kArtifactMagic[4] = {'K', 'V', 'G', 'A'};
 inline constexpr uint32_t kArtifactVersion = 1;
-inline constexpr uint32_t kKvDtypeF32 = 0;
 inline constexpr uint32_t kFlagHasParent = 1u << 0;
 inline constexpr size_t kHeaderAlign = 64;
 inline constexpr size_t kTrailerBytes = 32;
@@ -55,8 +56,11 @@ struct ArtifactHeader {
   uint32_t n_tokens() const { return static_cast<uint32_t>(tokens.size()); }
   uint64_t position_end() const { return uint64_t{position_start} + tokens.size(); }
   size_t row_floats() const { return size_t{n_head_kv} * head_dim; }  // one token, one layer, K or V
-  size_t block_floats() const { return tokens.size() * row_floats(); }  // one K or V block
-  size_t layer_bytes() const { return 2 * block_floats() * sizeof(float); }
+  size_t block_floats() const { return tokens.size() * row_floats(); }  // one K or V block, decoded
+  // Encoded sizes: one KV head's row of one token, one K or V block, one layer.
+  size_t head_row_bytes() const { return size_t(kv_row_bytes(kv_dtype, head_dim)); }
+  size_t block_bytes() const { return tokens.size() * n_head_kv * head_row_bytes(); }
+  size_t layer_bytes() const { return 2 * block_bytes(); }
   // Sizes are meaningful for headers that pass validate_header (which bounds
   // them well inside size_t on 64-bit hosts).
   size_t header_bytes() const;  // padded to kHeaderAlign
@@ -97,10 +101,14 @@ class ArtifactWriter {
   ArtifactWriter(const ArtifactHeader& header, ByteSink& sink);
 
   // Layer `layer` (must be the next one): K then V, each block_floats() floats
-  // laid out [n_tokens][n_head_kv][head_dim].
+  // laid out [n_tokens][n_head_kv][head_dim], encoded in the header's kv_dtype.
+  // Under a compact dtype every value must already be what that storage holds
+  // (the KV cache rounds rows as it writes them): a row that is not is
+  // refused (InvalidArgument, naming it), never rounded here.
   void write_layer(uint32_t layer, const float* K, const float* V);
   // Raw little-endian payload bytes, for copying an artifact through; may be
   // mixed with write_layer as long as write_layer starts on a layer boundary.
+  // Non-canonical compact rows are refused (InvalidArgument).
   void write_payload(std::span<const uint8_t> bytes);
   uint64_t payload_written() const { return written_; }
 
@@ -110,9 +118,14 @@ class ArtifactWriter {
 
  private:
   void emit(const uint8_t* data, size_t n);
+  void emit_payload(const uint8_t* data, size_t n);  // emit, after the canonical-form check
+  void write_block(const float* block);
 
   ByteSink& sink_;
   Sha256 sha_;
+  uint32_t kv_dtype_, head_dim_;
+  size_t row_bytes_;
+  KvPayloadChecker canon_;
   uint64_t payload_bytes_;
   uint64_t layer_bytes_;
   uint64_t written_ = 0;
@@ -133,10 +146,13 @@ class ArtifactReader {
 
   // Parses and validates the header on the first call.
   const ArtifactHeader& header();
-  // Reads layer `layer` (must be the next one) into K and V (block_floats() each).
+  // Reads layer `layer` (must be the next one) into K and V (block_floats()
+  // each), decoding the header's kv_dtype.
   void read_layer(uint32_t layer, float* K, float* V);
   // Reads up to out.size() raw payload bytes; returns fewer only at payload end.
   size_t read_payload(std::span<uint8_t> out);
+  // Both check every compact row's canonical form as it is read (Corrupt,
+  // naming the row): each KV has exactly one encoding, so one identity.
   uint64_t payload_remaining();
 
   // Hashes and discards any unread payload, reads the trailer, requires end of
@@ -149,6 +165,8 @@ class ArtifactReader {
 
  private:
   void take(uint8_t* buf, size_t n);  // exactly n bytes or Corrupt (truncated)
+  void take_payload(uint8_t* buf, size_t n);  // take, then the canonical-form check
+  void read_block(float* block);
   [[noreturn]] void truncated(uint64_t got) const;
 
   ByteSource& src_;
@@ -156,6 +174,8 @@ class ArtifactReader {
   std::optional<Digest> vouched_;  // the identity of a VerifiedBytes source
   Sha256 sha_;
   std::optional<ArtifactHeader> header_;
+  std::optional<KvPayloadChecker> canon_;
+  std::vector<uint8_t> encoded_;  // a compact block's bytes on their way to floats
   uint64_t consumed_ = 0;   // bytes taken from src_
   uint64_t expected_ = 0;   // bytes known to be needed so far (total once the header is read)
   uint64_t payload_read_ = 0;

@@ -59,7 +59,7 @@ std::string header_to_json(const ArtifactHeader& h, const Digest& identity) {
   o.str("model_fingerprint", to_hex(h.model_fingerprint));
   o.raw("parent", h.parent ? quoted(to_hex(*h.parent)) : "null");
   o.str("recipe", h.recipe);
-  o.str("kv_dtype", h.kv_dtype == kKvDtypeF32 ? "f32" : std::to_string(h.kv_dtype));
+  o.str("kv_dtype", kv_dtype_name(h.kv_dtype));
   o.num("n_layer", h.n_layer);
   o.num("n_head_kv", h.n_head_kv);
   o.num("head_dim", h.head_dim);

@@ -55,6 +55,8 @@ const ArtifactHeader& ArtifactReader::header() {
     header_ = detail::parse_header_from(in);
     consumed_ = in.consumed();  // exactly header_bytes: the parser asks for no more
     expected_ = header_->total_bytes();
+    canon_.emplace(header_->kv_dtype, header_->n_head_kv, header_->head_dim, header_->n_tokens(),
+                   header_->position_start);
   }
   return *header_;
 }
@@ -89,19 +91,39 @@ void ArtifactReader::read_layer(uint32_t layer, float* K, float* V) {
     throw Error(ErrorCode::InvalidArgument, "ArtifactReader::read_layer(" + std::to_string(layer) +
                                                 ") out of order: " + std::to_string(payload_read_) + " of " +
                                                 std::to_string(h.payload_bytes()) + " payload bytes read");
-  for (float* block : {K, V}) {
-    take(reinterpret_cast<uint8_t*>(block), layer_bytes / 2);
+  for (float* block : {K, V}) read_block(block);
+}
+
+void ArtifactReader::read_block(float* block) {
+  const ArtifactHeader& h = *header_;
+  const size_t block_bytes = h.block_bytes();
+  if (h.kv_dtype == kKvDtypeF32) {  // the bytes are the floats: straight into place
+    take_payload(reinterpret_cast<uint8_t*>(block), block_bytes);
     if constexpr (!kHostLittleEndian) byteswap_words(block, h.block_floats());
+    return;
   }
-  payload_read_ += layer_bytes;
+  // A compact block goes through a bounded buffer, a chunk of whole rows at a time.
+  const size_t row_bytes = h.head_row_bytes(), per_piece = std::max<size_t>(1, chunk_bytes_ / row_bytes);
+  const size_t rows = block_bytes / row_bytes;
+  encoded_.resize(std::min(rows, per_piece) * row_bytes);
+  for (size_t r = 0; r < rows; r += per_piece) {
+    const size_t n = std::min(per_piece, rows - r);
+    take_payload(encoded_.data(), n * row_bytes);
+    decode_kv_rows(h.kv_dtype, h.head_dim, encoded_.data(), n, block + r * h.head_dim);
+  }
 }
 
 size_t ArtifactReader::read_payload(std::span<uint8_t> out) {
   if (finished_) throw Error(ErrorCode::Internal, "ArtifactReader::read_payload after finish");
   size_t n = static_cast<size_t>(std::min<uint64_t>(out.size(), payload_remaining()));
-  take(out.data(), n);
-  payload_read_ += n;
+  take_payload(out.data(), n);
   return n;
+}
+
+void ArtifactReader::take_payload(uint8_t* buf, size_t n) {
+  take(buf, n);
+  if (auto problem = canon_->feed(buf, n)) throw Error(ErrorCode::Corrupt, "artifact has a non-canonical KV row, " + *problem);
+  payload_read_ += n;
 }
 
 Digest ArtifactReader::finish() {

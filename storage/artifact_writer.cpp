@@ -14,7 +14,13 @@ constexpr size_t kEmitChunk = size_t{1} << 20;
 }  // namespace
 
 ArtifactWriter::ArtifactWriter(const ArtifactHeader& header, ByteSink& sink)
-    : sink_(sink), payload_bytes_(header.payload_bytes()), layer_bytes_(header.layer_bytes()) {
+    : sink_(sink),
+      kv_dtype_(header.kv_dtype),
+      head_dim_(header.head_dim),
+      row_bytes_(header.head_row_bytes()),
+      canon_(header.kv_dtype, header.n_head_kv, header.head_dim, header.n_tokens(), header.position_start),
+      payload_bytes_(header.payload_bytes()),
+      layer_bytes_(header.layer_bytes()) {
   std::vector<uint8_t> bytes = encode_header(header);  // validates
   emit(bytes.data(), bytes.size());
 }
@@ -35,21 +41,38 @@ void ArtifactWriter::write_layer(uint32_t layer, const float* K, const float* V)
     throw Error(ErrorCode::InvalidArgument,
                 "ArtifactWriter::write_layer(" + std::to_string(layer) + ") out of order: " +
                     std::to_string(written_) + " of " + std::to_string(payload_bytes_) + " payload bytes written");
+  for (const float* block : {K, V}) write_block(block);
+}
+
+void ArtifactWriter::write_block(const float* block) {
   const size_t block_bytes = layer_bytes_ / 2;
-  for (const float* block : {K, V}) {
-    if constexpr (kHostLittleEndian) {
-      emit(reinterpret_cast<const uint8_t*>(block), block_bytes);
-    } else {
-      std::vector<uint8_t> buf(std::min(block_bytes, kEmitChunk));
-      for (size_t off = 0; off < block_bytes; off += buf.size()) {
-        size_t k = std::min(buf.size(), block_bytes - off);
-        std::memcpy(buf.data(), reinterpret_cast<const uint8_t*>(block) + off, k);
-        byteswap_words(buf.data(), k / 4);
-        emit(buf.data(), k);
-      }
-    }
+  if (kv_dtype_ == kKvDtypeF32 && kHostLittleEndian) {
+    emit(reinterpret_cast<const uint8_t*>(block), block_bytes);  // f32 payload bytes are the floats
+    written_ += block_bytes;
+    return;
   }
-  written_ += layer_bytes_;
+  // Encoded a bounded number of rows at a time (rows of one block are contiguous).
+  const size_t row_bytes = row_bytes_, head_dim = head_dim_;
+  const size_t rows = block_bytes / row_bytes, per_piece = std::max<size_t>(1, kEmitChunk / row_bytes);
+  std::vector<uint8_t> buf(std::min(rows, per_piece) * row_bytes);
+  for (size_t r = 0; r < rows; r += per_piece) {
+    const size_t n = std::min(per_piece, rows - r);
+    const size_t done = encode_kv_rows(kv_dtype_, head_dim_, block + r * head_dim, n, buf.data());
+    if (done != n) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "ArtifactWriter: KV row " + canon_.place(written_ / row_bytes + done) +
+                      " is not what kv_dtype " + kv_dtype_name(kv_dtype_) +
+                      " stores (its values are not rounded to it): the KV cache was not rounded for this storage");
+    }
+    emit_payload(buf.data(), n * row_bytes);
+  }
+}
+
+void ArtifactWriter::emit_payload(const uint8_t* data, size_t n) {
+  if (auto problem = canon_.feed(data, n))
+    throw Error(ErrorCode::InvalidArgument, "ArtifactWriter: non-canonical KV row, " + *problem);
+  emit(data, n);
+  written_ += n;
 }
 
 void ArtifactWriter::write_payload(std::span<const uint8_t> bytes) {
@@ -58,8 +81,7 @@ void ArtifactWriter::write_payload(std::span<const uint8_t> bytes) {
     throw Error(ErrorCode::InvalidArgument, "ArtifactWriter::write_payload: " + std::to_string(bytes.size()) +
                                                 " bytes would overrun the payload (" +
                                                 std::to_string(payload_bytes_ - written_) + " left)");
-  emit(bytes.data(), bytes.size());
-  written_ += bytes.size();
+  emit_payload(bytes.data(), bytes.size());
 }
 
 Digest ArtifactWriter::finish() {

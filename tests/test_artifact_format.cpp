@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/little_endian.hpp"
 
@@ -53,10 +54,11 @@ namespace {
 
 Digest fingerprint() { return sha256(std::string_view("kvgraft test model")); }
 
-ArtifactHeader small_header(bool with_parent) {
+ArtifactHeader small_header(bool with_parent, uint32_t kv_dtype = kKvDtypeF32) {
   ArtifactHeader h;
   h.model_fingerprint = fingerprint();
   h.recipe = "f32-portable-v1";
+  h.kv_dtype = kv_dtype;
   h.n_layer = 2;
   h.n_head_kv = 2;
   h.head_dim = 3;
@@ -75,6 +77,19 @@ ArtifactHeader small_header(bool with_parent) {
 // A distinct, exactly representable value for every float of the payload.
 float value_at(uint32_t layer, int kv, size_t i) { return static_cast<float>(layer * 1000 + kv * 500) + 0.25f * i; }
 
+KvRowRounding rounding_for(uint32_t kv_dtype) {
+  return kv_dtype == kKvDtypeBf16 ? KvRowRounding::Bf16 : kv_dtype == kKvDtypeI8 ? KvRowRounding::I8 : KvRowRounding::None;
+}
+
+// The K (kv 0) or V (kv 1) block of a layer: value_at, rounded to what the
+// header's kv_dtype stores (as the forward pass rounds the KV cache).
+std::vector<float> block_values(const ArtifactHeader& h, uint32_t layer, int kv) {
+  std::vector<float> b(h.block_floats());
+  for (size_t i = 0; i < b.size(); ++i) b[i] = value_at(layer, kv, i);
+  round_kv_rows(rounding_for(h.kv_dtype), b.data(), int64_t(h.n_tokens()) * h.n_head_kv, int(h.head_dim));
+  return b;
+}
+
 struct Written {
   std::vector<uint8_t> bytes;
   Digest identity;
@@ -83,11 +98,7 @@ struct Written {
 Written write_artifact(const ArtifactHeader& h) {
   MemorySink sink;
   ArtifactWriter w(h, sink);
-  std::vector<float> K(h.block_floats()), V(h.block_floats());
-  for (uint32_t l = 0; l < h.n_layer; ++l) {
-    for (size_t i = 0; i < K.size(); ++i) K[i] = value_at(l, 0, i), V[i] = value_at(l, 1, i);
-    w.write_layer(l, K.data(), V.data());
-  }
+  for (uint32_t l = 0; l < h.n_layer; ++l) w.write_layer(l, block_values(h, l, 0).data(), block_values(h, l, 1).data());
   Digest id = w.finish();
   return {sink.bytes(), id};
 }
@@ -119,8 +130,14 @@ void expect_error(const std::vector<uint8_t>& bytes, ErrorCode code, const std::
 
 void patch_u32(std::vector<uint8_t>& b, size_t off, uint32_t v) { store_u32_le(b.data() + off, v); }
 
-TEST(ArtifactFormat, RoundTripWithoutParent) {
-  ArtifactHeader h = small_header(false);
+// The tests that hold for every kv_dtype, run under each.
+class ArtifactFormatKv : public ::testing::TestWithParam<uint32_t> {
+ protected:
+  uint32_t dtype() const { return GetParam(); }
+};
+
+TEST_P(ArtifactFormatKv, RoundTripWithoutParent) {
+  ArtifactHeader h = small_header(false, dtype());
   Written w = write_artifact(h);
   EXPECT_EQ(w.identity, sha256(w.bytes));
   ArtifactHeader back;
@@ -135,6 +152,7 @@ TEST(ArtifactFormat, RoundTripWithoutParent) {
   EXPECT_EQ(back.n_head_kv, 2u);
   EXPECT_EQ(back.head_dim, 3u);
   EXPECT_EQ(back.position_start, 0u);
+  EXPECT_EQ(back.kv_dtype, dtype());
 
   // The payload comes back bit for bit.
   MemorySource src(w.bytes);
@@ -142,16 +160,17 @@ TEST(ArtifactFormat, RoundTripWithoutParent) {
   std::vector<float> K(h.block_floats()), V(h.block_floats());
   for (uint32_t l = 0; l < h.n_layer; ++l) {
     r.read_layer(l, K.data(), V.data());
-    for (size_t i = 0; i < K.size(); ++i) {
-      ASSERT_EQ(K[i], value_at(l, 0, i));
-      ASSERT_EQ(V[i], value_at(l, 1, i));
+    ASSERT_EQ(0, std::memcmp(K.data(), block_values(h, l, 0).data(), K.size() * 4)) << l;
+    ASSERT_EQ(0, std::memcmp(V.data(), block_values(h, l, 1).data(), V.size() * 4)) << l;
+    if (dtype() == kKvDtypeF32) {
+      for (size_t i = 0; i < K.size(); ++i) ASSERT_EQ(K[i], value_at(l, 0, i));
     }
   }
   EXPECT_EQ(r.finish(), w.identity);
 }
 
-TEST(ArtifactFormat, RoundTripWithParent) {
-  ArtifactHeader h = small_header(true);
+TEST_P(ArtifactFormatKv, RoundTripWithParent) {
+  ArtifactHeader h = small_header(true, dtype());
   Written w = write_artifact(h);
   ArtifactHeader back;
   EXPECT_EQ(read_all(w.bytes, &back), w.identity);
@@ -164,37 +183,56 @@ TEST(ArtifactFormat, RoundTripWithParent) {
   EXPECT_EQ(std::memcmp(w.bytes.data() + 48, h.parent->data(), 32), 0);
 }
 
-TEST(ArtifactFormat, ExactByteLengthAndLayout) {
-  ArtifactHeader h = small_header(false);
+TEST_P(ArtifactFormatKv, ExactByteLengthAndLayout) {
+  ArtifactHeader h = small_header(false, dtype());
   Written w = write_artifact(h);
   // 140 + 15 (recipe) + 3*4 (tokens) = 167, padded to 192; payload 2 layers *
-  // (K+V) * 3 tokens * 2 heads * 3 dims * 4 bytes = 288; trailer 32.
+  // (K+V) * 3 tokens * 2 heads, each head's row of 3 dims 3 * 4 bytes (f32),
+  // 3 * 2 (bf16) or 1 + 3 (i8): 288, 144 or 96 bytes; trailer 32.
+  const size_t payload = dtype() == kKvDtypeF32 ? 288 : dtype() == kKvDtypeBf16 ? 144 : 96;
   EXPECT_EQ(h.header_bytes(), 192u);
-  EXPECT_EQ(h.payload_bytes(), 288u);
-  EXPECT_EQ(h.total_bytes(), 512u);
+  EXPECT_EQ(h.payload_bytes(), payload);
+  EXPECT_EQ(h.total_bytes(), 192 + payload + 32);
   EXPECT_EQ(h.row_floats(), 6u);
-  ASSERT_EQ(w.bytes.size(), 512u);
+  ASSERT_EQ(w.bytes.size(), h.total_bytes());
+  EXPECT_EQ(load_u32_le(w.bytes.data() + 140 + 15 - 56), dtype());  // kv_dtype right after the recipe
   EXPECT_EQ(std::memcmp(w.bytes.data(), "KVGA", 4), 0);
   EXPECT_EQ(load_u32_le(w.bytes.data() + 4), 1u);
   EXPECT_EQ(load_u32_le(w.bytes.data() + 8), 192u);
   EXPECT_EQ(load_u32_le(w.bytes.data() + 80), 15u);
   EXPECT_EQ(load_u32_le(w.bytes.data() + 140 + 15), 5u);  // first token id
   for (size_t i = 167; i < 192; ++i) EXPECT_EQ(w.bytes[i], 0) << i;
-  // Payload starts with layer 0's K, element 0, little-endian.
-  float k0;
-  std::memcpy(&k0, w.bytes.data() + 192, 4);
-  EXPECT_EQ(k0, value_at(0, 0, 0));
-  float v1_last;  // last V float of layer 1, just before the trailer
-  std::memcpy(&v1_last, w.bytes.data() + 512 - 32 - 4, 4);
-  EXPECT_EQ(v1_last, value_at(1, 1, h.block_floats() - 1));
+  const size_t end = h.total_bytes() - 32;
+  if (dtype() == kKvDtypeF32) {
+    // Payload starts with layer 0's K, element 0, little-endian.
+    float k0;
+    std::memcpy(&k0, w.bytes.data() + 192, 4);
+    EXPECT_EQ(k0, value_at(0, 0, 0));
+    float v1_last;  // last V float of layer 1, just before the trailer
+    std::memcpy(&v1_last, w.bytes.data() + end - 4, 4);
+    EXPECT_EQ(v1_last, value_at(1, 1, h.block_floats() - 1));
+  } else if (dtype() == kKvDtypeBf16) {
+    // u16 LE high halves: layer 0 K element 1 is 0.25 (0x3e80), layer 1 V's
+    // last is 1504.25, rounded to 1504 (0x44bc; the bf16 step there is 8).
+    EXPECT_EQ(w.bytes[194] | w.bytes[195] << 8, 0x3e80);
+    EXPECT_EQ(w.bytes[end - 2] | w.bytes[end - 1] << 8, 0x44bc);
+  } else {
+    // Row = exponent byte, then 3 int8. Layer 0 K head 0 is {0, 0.25, 0.5}:
+    // e = -7 (127 * 2^-7 >= 0.5 > 127 * 2^-8), q = {0, 32, 64}. Layer 1 V's
+    // last row is {1503.75, 1504, 1504.25}: e = 4 (127 * 16 = 2032 >= 1504.25
+    // > 127 * 8), q = rne(93.98, 94, 94.02) = 94.
+    const uint8_t first[] = {uint8_t(int8_t(-7)), 0, 32, 64}, last[] = {4, 94, 94, 94};
+    EXPECT_EQ(0, std::memcmp(w.bytes.data() + 192, first, 4));
+    EXPECT_EQ(0, std::memcmp(w.bytes.data() + end - 4, last, 4));
+  }
   // Trailer: SHA-256 of everything before it.
   Digest trailer;
-  std::memcpy(trailer.data(), w.bytes.data() + 480, 32);
-  EXPECT_EQ(trailer, sha256(std::span(w.bytes).first(480)));
+  std::memcpy(trailer.data(), w.bytes.data() + end, 32);
+  EXPECT_EQ(trailer, sha256(std::span(w.bytes).first(end)));
 }
 
-TEST(ArtifactFormat, EncodeHeaderMatchesWriterPrefixAndParses) {
-  ArtifactHeader h = small_header(true);
+TEST_P(ArtifactFormatKv, EncodeHeaderMatchesWriterPrefixAndParses) {
+  ArtifactHeader h = small_header(true, dtype());
   Written w = write_artifact(h);
   std::vector<uint8_t> header = encode_header(h);
   ASSERT_EQ(header.size(), h.header_bytes());
@@ -208,9 +246,9 @@ TEST(ArtifactFormat, EncodeHeaderMatchesWriterPrefixAndParses) {
   EXPECT_EQ(v.header.recipe, h.recipe);
 }
 
-TEST(ArtifactFormat, FlippingAnyByteIsDetected) {
+TEST_P(ArtifactFormatKv, FlippingAnyByteIsDetected) {
   for (bool parent : {false, true}) {
-    Written w = write_artifact(small_header(parent));
+    Written w = write_artifact(small_header(parent, dtype()));
     for (size_t i = 0; i < w.bytes.size(); ++i) {
       for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
         std::vector<uint8_t> bad = w.bytes;
@@ -228,8 +266,8 @@ TEST(ArtifactFormat, FlippingAnyByteIsDetected) {
   }
 }
 
-TEST(ArtifactFormat, TruncationAtEveryLengthIsDetected) {
-  Written w = write_artifact(small_header(false));
+TEST_P(ArtifactFormatKv, TruncationAtEveryLengthIsDetected) {
+  Written w = write_artifact(small_header(false, dtype()));
   for (size_t n = 0; n < w.bytes.size(); ++n) {
     std::vector<uint8_t> cut(w.bytes.begin(), w.bytes.begin() + n);
     try {
@@ -241,7 +279,8 @@ TEST(ArtifactFormat, TruncationAtEveryLengthIsDetected) {
       EXPECT_NE(std::string(e.what()).find("got " + std::to_string(n)), std::string::npos) << e.what();
       // Once the geometry is known the message names the full size.
       if (n >= 192) {
-        EXPECT_EQ(std::string(e.what()), "artifact truncated: expected 512 bytes, got " + std::to_string(n));
+        EXPECT_EQ(std::string(e.what()),
+                  "artifact truncated: expected " + std::to_string(w.bytes.size()) + " bytes, got " + std::to_string(n));
       }
     }
   }
@@ -286,9 +325,11 @@ TEST(ArtifactFormat, ExtraTrailingBytes) {
   expect_error(w.bytes, ErrorCode::Corrupt, "extra data after its trailer");
 }
 
-TEST(ArtifactFormat, TrailerMismatchMessage) {
-  Written w = write_artifact(small_header(false));
-  w.bytes[300] ^= 1;  // payload
+TEST_P(ArtifactFormatKv, TrailerMismatchMessage) {
+  Written w = write_artifact(small_header(false, dtype()));
+  // A payload byte whose flip keeps the row canonical: an f32 bit, a bf16
+  // mantissa bit, an i8 row's lowest q bit (the row's largest |q| is kept).
+  w.bytes[dtype() == kKvDtypeF32 ? 300 : 194] ^= 1;
   expect_error(w.bytes, ErrorCode::Corrupt, "artifact trailer hash mismatch (damaged or truncated)");
 }
 
@@ -303,7 +344,7 @@ TEST(ArtifactFormat, ReaderRejectsFieldsOutOfRange) {
     const char* needle;
   };
   const Case cases[] = {
-      {m + 0, 1, ErrorCode::Unsupported, "kv_dtype 1"},
+      {m + 0, 3, ErrorCode::Unsupported, "kv_dtype 3"},
       {m + 4, 0, ErrorCode::Corrupt, "n_layer 0 out of range"},
       {m + 4, 1025, ErrorCode::Corrupt, "n_layer 1025 out of range"},
       {m + 8, 0, ErrorCode::Corrupt, "n_head_kv 0"},
@@ -389,8 +430,8 @@ TEST(ArtifactFormat, WriterRejectsInvalidHeaders) {
   expect_invalid(h, "model_fingerprint");
 }
 
-TEST(ArtifactFormat, WriterEnforcesOrderAndCompleteness) {
-  ArtifactHeader h = small_header(false);
+TEST_P(ArtifactFormatKv, WriterEnforcesOrderAndCompleteness) {
+  ArtifactHeader h = small_header(false, dtype());
   std::vector<float> K(h.block_floats()), V(h.block_floats());
   MemorySink sink;
   ArtifactWriter w(h, sink);
@@ -405,8 +446,8 @@ TEST(ArtifactFormat, WriterEnforcesOrderAndCompleteness) {
   EXPECT_THROW(w.finish(), Error);
 }
 
-TEST(ArtifactFormat, ReaderEnforcesOrder) {
-  Written w = write_artifact(small_header(false));
+TEST_P(ArtifactFormatKv, ReaderEnforcesOrder) {
+  Written w = write_artifact(small_header(false, dtype()));
   MemorySource src(w.bytes);
   ArtifactReader r(src);
   std::vector<float> K(r.header().block_floats()), V(K.size());
@@ -415,8 +456,8 @@ TEST(ArtifactFormat, ReaderEnforcesOrder) {
   EXPECT_EQ(r.finish(), w.identity);  // finish drains the unread layer
 }
 
-TEST(ArtifactFormat, RawPayloadCopyReproducesTheArtifact) {
-  Written w = write_artifact(small_header(true));
+TEST_P(ArtifactFormatKv, RawPayloadCopyReproducesTheArtifact) {
+  Written w = write_artifact(small_header(true, dtype()));
   MemorySource src(w.bytes);
   ArtifactReader r(src, 64);  // tiny chunks exercise the bounded loop
   MemorySink sink;
@@ -439,11 +480,104 @@ class DribbleSource final : public ByteSource {
   size_t max_;
 };
 
-TEST(ArtifactFormat, ShortReadsAreFine) {
-  Written w = write_artifact(small_header(true));
+TEST_P(ArtifactFormatKv, ShortReadsAreFine) {
+  Written w = write_artifact(small_header(true, dtype()));
   for (size_t max : {1, 3, 64}) {
     DribbleSource src(w.bytes, max);
     EXPECT_EQ(verify_artifact(src).identity, w.identity);
+  }
+}
+
+// Rewrites the trailer after a payload edit, so that only the canonical-form
+// rule can reject the bytes.
+void refresh_trailer(std::vector<uint8_t>& b) {
+  const Digest t = sha256(std::span<const uint8_t>(b).first(b.size() - 32));
+  std::memcpy(b.data() + b.size() - 32, t.data(), 32);
+}
+
+// The canonical form makes each KV's encoding unique (so its identity): every
+// other encoding of the same values is refused by the reader, by
+// verify_artifact and by the writer's raw path.
+TEST(ArtifactFormatCanonical, NonCanonicalRowsAreRefusedEverywhere) {
+  struct Case {
+    uint32_t dtype;
+    size_t offset;  // within the payload
+    std::vector<uint8_t> bytes;
+    const char* needle;
+  };
+  // Layer 0 K, token 0, head 0 starts the payload: {0, 0.25, 0.5}, i8 row {-7, 0, 32, 64}.
+  const Case cases[] = {
+      {kKvDtypeI8, 0, {uint8_t(int8_t(-6)), 0, 16, 32}, "largest |q| is 32 < 64 with exponent -6"},  // same values, e + 1
+      {kKvDtypeI8, 4, {0x00, 0, 0, 0}, "largest |q| is 0 < 64 with exponent 0"},  // a zero row must use e = -128
+      {kKvDtypeI8, 0, {uint8_t(int8_t(-7)), 0x80, 32, 64}, "element 0 is -128"},
+      {kKvDtypeI8, 0, {122, 0, 32, 64}, "exponent 122 is above 121"},
+      {kKvDtypeBf16, 2, {0xc1, 0x7f}, "a NaN other than the canonical 0x7fc0"},
+      {kKvDtypeBf16, 2, {0xc0, 0xff}, "a NaN other than the canonical 0x7fc0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    const ArtifactHeader h = small_header(false, c.dtype);
+    std::vector<uint8_t> bad = write_artifact(h).bytes;
+    std::memcpy(bad.data() + h.header_bytes() + c.offset, c.bytes.data(), c.bytes.size());
+    refresh_trailer(bad);
+    const std::string place = c.offset == 4 ? "layer 0 K, token 0, head 1: " : "layer 0 K, token 0, head 0: ";
+    expect_error(bad, ErrorCode::Corrupt, "artifact has a non-canonical KV row, " + place);
+    expect_error(bad, ErrorCode::Corrupt, c.needle);
+    EXPECT_THROW(verify_artifact(std::span<const uint8_t>(bad)), Error);
+    MemorySink sink;
+    ArtifactWriter copy(h, sink);
+    try {
+      copy.write_payload(std::span<const uint8_t>(bad).subspan(h.header_bytes(), h.payload_bytes()));
+      ADD_FAILURE() << "the writer copied a non-canonical payload";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Capture of a cache that was not rounded for its storage is a bug: the
+// writer names the first row whose values are not what the dtype stores.
+TEST(ArtifactFormatCanonical, WriterRefusesValuesThatAreNotRounded) {
+  for (uint32_t dtype : {kKvDtypeBf16, kKvDtypeI8}) {
+    const ArtifactHeader h = small_header(false, dtype);
+    MemorySink sink;
+    ArtifactWriter w(h, sink);
+    w.write_layer(0, block_values(h, 0, 0).data(), block_values(h, 0, 1).data());
+    std::vector<float> V = block_values(h, 1, 1);
+    V[V.size() - 2] = 1504.0f + (dtype == kKvDtypeBf16 ? 0.5f : 1.0f);  // token 2, head 1: between two steps
+    try {
+      w.write_layer(1, block_values(h, 1, 0).data(), V.data());
+      ADD_FAILURE() << "unrounded values were written as " << kv_dtype_name(dtype);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("KV row layer 1 V, token 2, head 1 is not what kv_dtype " +
+                                           kv_dtype_name(dtype) + " stores"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Artifact size = header + n_layer * 2 * n_tokens * n_head_kv * row bytes,
+// with row bytes 4 * head_dim, 2 * head_dim or 1 + head_dim.
+TEST(ArtifactFormatCanonical, SizesFollowTheDtype) {
+  ArtifactHeader h = small_header(false);
+  h.n_layer = 5;
+  h.n_head_kv = 4;
+  h.head_dim = 64;
+  h.tokens.assign(512, 9);
+  h.chain_tokens_sha256 = hash_token_ids(h.tokens);
+  const size_t header = 2240;  // roundup(140 + 15 + 4 * 512, 64)
+  const struct {
+    uint32_t dtype;
+    size_t payload;
+  } expected[] = {{kKvDtypeF32, 5 * 2 * 512 * 4 * 256}, {kKvDtypeBf16, 5 * 2 * 512 * 4 * 128}, {kKvDtypeI8, 5 * 2 * 512 * 4 * 65}};
+  for (const auto& e : expected) {
+    h.kv_dtype = e.dtype;
+    EXPECT_EQ(h.header_bytes(), header);
+    EXPECT_EQ(h.payload_bytes(), e.payload);
+    EXPECT_EQ(write_artifact(h).bytes.size(), header + e.payload + 32) << kv_dtype_name(e.dtype);
   }
 }
 
@@ -470,12 +604,19 @@ TEST(ArtifactFormat, JsonNamesEveryField) {
     EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
   EXPECT_NE(json.find(to_hex(w.identity)), std::string::npos);
   EXPECT_NE(header_to_json(small_header(false), w.identity).find("\"parent\": null"), std::string::npos);
+  EXPECT_NE(header_to_json(small_header(false, kKvDtypeBf16), w.identity).find("\"kv_dtype\": \"bf16\""), std::string::npos);
+  EXPECT_NE(header_to_json(small_header(false, kKvDtypeI8), w.identity).find("\"kv_dtype\": \"i8\""), std::string::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, ArtifactFormatKv, ::testing::Values(kKvDtypeF32, kKvDtypeBf16, kKvDtypeI8),
+                         [](const auto& info) { return kv_dtype_name(info.param); });
 
 // The tiny artifact annotated in docs/artifact-format.md. Its hash is pinned:
 // if this test fails, the format changed and the version must change with it.
 constexpr const char* GOLDEN_TRAILER = "a793223d5a632e53670f4925f817544fa64bfaf9706d46b3aa1259c46b14afc1";
 constexpr const char* GOLDEN_IDENTITY = "2d8004a91f8940232c57bdc9f02d4e59b30c270d0daaac98b87327ef534eb4c2";
+constexpr const char* GOLDEN_IDENTITY_BF16 = "56dde9d76ee27bd349f4dc04760578c7e733d9ab80dfefe670ca1a3a8544cdc5";
+constexpr const char* GOLDEN_IDENTITY_I8 = "6f3caa9f4037f0d48be89b4ed9f8efdd47e87ab264da9527642658983cc68e98";
 
 ArtifactHeader golden_header() {
   ArtifactHeader h;
@@ -500,6 +641,38 @@ TEST(ArtifactFormat, GoldenTinyArtifact) {
   ASSERT_EQ(sink.bytes().size(), 256u);
   EXPECT_EQ(to_hex(sha256(std::span(sink.bytes()).first(224))), GOLDEN_TRAILER);
   EXPECT_EQ(to_hex(id), GOLDEN_IDENTITY);
+}
+
+// The same example under the compact dtypes (docs/artifact-format.md,
+// section 7): every value is exact in both, so the payload bytes are known by
+// hand, and the identities are pinned like the f32 one.
+TEST(ArtifactFormat, GoldenTinyArtifactCompact) {
+  const struct {
+    uint32_t dtype;
+    std::vector<uint8_t> payload;
+    const char* identity;
+  } cases[] = {
+      {kKvDtypeBf16,
+       {0x80, 0x3f, 0x00, 0x40, 0x40, 0x40, 0x80, 0x40, 0x80, 0xbf, 0x00, 0xc0, 0x40, 0xc0, 0x80, 0xc0},
+       GOLDEN_IDENTITY_BF16},
+      // {1, 2}: e = -5, q = {32, 64}; {3, 4}: e = -4, q = {48, 64}; V negated.
+      {kKvDtypeI8, {0xfb, 0x20, 0x40, 0xfc, 0x30, 0x40, 0xfb, 0xe0, 0xc0, 0xfc, 0xd0, 0xc0}, GOLDEN_IDENTITY_I8},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(kv_dtype_name(c.dtype));
+    ArtifactHeader h = golden_header();
+    h.kv_dtype = c.dtype;
+    MemorySink sink;
+    ArtifactWriter w(h, sink);
+    const float K[] = {1.0f, 2.0f, 3.0f, 4.0f};
+    const float V[] = {-1.0f, -2.0f, -3.0f, -4.0f};
+    w.write_layer(0, K, V);
+    const Digest id = w.finish();
+    ASSERT_EQ(sink.bytes().size(), 192 + c.payload.size() + 32);
+    EXPECT_EQ(load_u32_le(sink.bytes().data() + 0x63), c.dtype);
+    EXPECT_TRUE(std::equal(c.payload.begin(), c.payload.end(), sink.bytes().begin() + 192));
+    EXPECT_EQ(to_hex(id), c.identity);
+  }
 }
 
 float generated_float(uint64_t i) { return static_cast<float>(i % 1000003) * 0.5f; }

@@ -43,8 +43,8 @@ std::vector<int32_t> tokens_from(int32_t first, size_t n) {
 
 // Captures [from, to) of `tokens` (whose first `from` are the parent's).
 Digest capture_span(MemoryArtifacts& store, const std::vector<int32_t>& tokens, int64_t from, int64_t to,
-                    std::optional<Digest> parent) {
-  Session session(small_model(), EngineOptions{});
+                    std::optional<Digest> parent, const EngineOptions& options = {}) {
+  Session session(small_model(), options);
   session.prefill(std::span<const int32_t>(tokens.data(), size_t(to)), 0, LogitsFor::None, nullptr);
   return store.capture_from(session, from, to, parent);
 }
@@ -132,6 +132,79 @@ TEST(Recheck, NonFiniteKvIsNamed) {
   EXPECT_EQ(first_non_finite_kv(header, with_float(bytes, 0, -std::numeric_limits<float>::infinity())),
             "layer 0 K, token 0, element 0 is infinite");
   EXPECT_EQ(first_non_finite_kv(header, with_float(bytes, 0, 3e38f)), std::nullopt);
+}
+
+EngineOptions with_storage(KvStorage storage) {
+  EngineOptions o;
+  o.recipe.kv = storage;
+  return o;
+}
+
+// Under a compact KV storage the recheck recomputes with the same rounding
+// (the artifact's own recipe, whatever the caller's): genuine artifacts give
+// back their identity, a changed step does not, and a header whose kv_dtype
+// contradicts its recipe is refused by name.
+TEST(Recheck, CompactArtifactsRecomputeUnderTheirOwnStorage) {
+  for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
+    SCOPED_TRACE(kv_storage_name(storage));
+    MemoryArtifacts store;
+    const auto tokens = tokens_from(5, 40);
+    const Digest root = capture_span(store, tokens, 0, 33, std::nullopt, with_storage(storage));
+    const Digest link = capture_span(store, tokens, 33, 40, root, with_storage(storage));
+    for (const Digest& id : {root, link}) {
+      const ArtifactHeader h = verify_artifact(store.bytes.at(id)).header;
+      EXPECT_EQ(recompute_artifact(small_model(), EngineOptions{}, h, store.opener(), {}).identity, id);
+      ArtifactHeader contradicting = h;
+      contradicting.kv_dtype = kKvDtypeF32;
+      try {
+        recompute_artifact(small_model(), EngineOptions{}, contradicting, store.opener(), {});
+        ADD_FAILURE() << "recomputed an artifact whose dtype contradicts its recipe";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
+        EXPECT_NE(std::string(e.what()).find("stores its KV as f32 but names recipe '" + with_storage(storage).recipe.name()),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    // One step of the last element (a bf16 ulp, an int8 q; canonical either way).
+    std::vector<uint8_t> nudged = store.bytes.at(root);
+    const ArtifactHeader h = verify_artifact(nudged).header;
+    nudged[h.header_bytes() + h.payload_bytes() - (storage == KvStorage::BF16 ? 2 : 1)] ^= 1;
+    const VerifiedArtifact art = verify_artifact(resealed(nudged));
+    EXPECT_NE(recompute_artifact(small_model(), EngineOptions{}, art.header, store.opener(), {}).identity,
+              art.identity);
+  }
+}
+
+TEST(Recheck, NonFiniteKvIsNamedInCompactDtypes) {
+  MemoryArtifacts store;
+  const Digest bf16 = capture_span(store, tokens_from(5, 8), 0, 8, std::nullopt, with_storage(KvStorage::BF16));
+  const auto& bytes = store.bytes.at(bf16);
+  const ArtifactHeader header = verify_artifact(bytes).header;
+  EXPECT_EQ(first_non_finite_kv(header, bytes), std::nullopt);
+  const size_t row = size_t(header.n_head_kv) * header.head_dim, block = row * header.n_tokens();
+  const size_t at = header.header_bytes() + 2 * (2 * block + block + 3 * row + 5);  // layer 1 V, token 3, element 5
+  auto with_u16 = [&](uint16_t v) {
+    std::vector<uint8_t> b = bytes;
+    b[at] = uint8_t(v), b[at + 1] = uint8_t(v >> 8);
+    return resealed(std::move(b));
+  };
+  EXPECT_EQ(first_non_finite_kv(header, with_u16(0x7fc0)), "layer 1 V, token 3, element 5 is NaN");
+  EXPECT_EQ(first_non_finite_kv(header, with_u16(0xff80)), "layer 1 V, token 3, element 5 is infinite");
+  EXPECT_THROW(first_non_finite_kv(header, with_u16(0x7fc1)), Error);  // not canonical: not a value at all
+  // int8 rows are finite by construction; a non-canonical one is refused.
+  const Digest i8 = capture_span(store, tokens_from(5, 8), 0, 8, std::nullopt, with_storage(KvStorage::I8));
+  std::vector<uint8_t> i8_bytes = store.bytes.at(i8);
+  const ArtifactHeader i8_header = verify_artifact(i8_bytes).header;
+  EXPECT_EQ(first_non_finite_kv(i8_header, i8_bytes), std::nullopt);
+  i8_bytes[i8_header.header_bytes()] = 122;  // the first row's exponent: 64 * 2^122 is not finite
+  try {
+    first_non_finite_kv(i8_header, resealed(i8_bytes));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Corrupt);
+    EXPECT_NE(std::string(e.what()).find("layer 0 K, token 0, head 0: int8 row exponent 122"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Recheck, GraftCheckOverNonFiniteLogitsIsNeitherExactNorKlZero) {

@@ -30,6 +30,7 @@
 #include "engine/synth_model.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/float16.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/portable_math.hpp"
@@ -50,6 +51,7 @@
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/device_matrix.hpp"
 #include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/kv_rounding.hpp"
 #include "kernels/cuda/matmul.hpp"
 #include "kernels/cuda/ops.hpp"
 #endif
@@ -636,6 +638,35 @@ TEST(CudaKernels, RmsnormRopeSwigluAndAddMatchCpu) {
 #endif
 }
 
+// The compact KV storages' rounding of new rows in the strided mirror: the
+// CPU's bits for rows of every scale (subnormal, zero, huge, non-finite),
+// and nothing outside the rows touched.
+TEST(CudaKernels, KvRoundingMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  Noise noise{29};
+  for (KvRowRounding rounding : {KvRowRounding::Bf16, KvRowRounding::I8})
+    for (int head_dim : {1, 8, 64}) {
+      const int n_heads = 3;
+      const int64_t n_tokens = 37, row_stride = int64_t(n_heads) * head_dim + 5;
+      std::vector<float> x(size_t(n_tokens * row_stride));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const float scale = std::ldexp(1.0f, int(t % 9) * 17 - 80);  // 2^-80 .. 2^56
+        for (int64_t i = 0; i < row_stride; ++i) x[size_t(t * row_stride + i)] = noise.value() * scale;
+      }
+      x[size_t(3 * row_stride + 1)] = std::numeric_limits<float>::quiet_NaN();
+      x[size_t(4 * row_stride)] = -std::numeric_limits<float>::infinity();
+      std::vector<float> cpu = x;
+      for (int64_t t = 0; t < n_tokens; ++t) round_kv_rows(rounding, &cpu[size_t(t * row_stride)], n_heads, head_dim);
+      cuda::DeviceBuffer x_d = to_device(x, stream);
+      cuda::round_kv_rows(rounding, x_d.as<float>(), n_tokens, row_stride, n_heads, head_dim, stream);
+      EXPECT_EQ(first_difference(cpu, from_device<float>(x_d, x.size(), stream)), -1)
+          << (rounding == KvRowRounding::I8 ? "i8" : "bf16") << " head_dim " << head_dim;
+    }
+#endif
+}
+
 // The gemma family's element-wise ops and the per-head q/k norm.
 TEST(CudaKernels, GegluSoftcapScaleAndHeadNormMatchCpu) {
   KVG_REQUIRE_GPU();
@@ -955,6 +986,52 @@ TEST(CudaSession, PrefillChunksAndGraftCheckAreExactOnCuda) {
       EXPECT_EQ(r.recompute_logits_sha256,
                 logits_sha256(std::vector<float>(cpu_logits.begin() + std::ptrdiff_t(33 * model->config().n_vocab),
                                                  cpu_logits.end())));
+    }
+  }
+}
+
+// Under a compact KV storage the GPU rounds the new rows as the CPU does:
+// the same logits and KV for every chunking, and artifacts that graft
+// exactly across devices.
+TEST(CudaSession, CompactKvIsTheCpusBitsAndGraftsAcrossDevices) {
+  KVG_REQUIRE_GPU();
+  KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
+  auto model = Model::load(test::data_path(test::kTinyStories656K));
+  const auto tokens = prompt_for(*model, 75, 104729);
+  const ModelConfig& c = model->config();
+  for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
+    SCOPED_TRACE(kv_storage_name(storage));
+    EngineOptions on_cpu, on_gpu;
+    on_cpu.recipe.kv = on_gpu.recipe.kv = storage;
+    KVG_REQUIRE_DEVICE_OPTION(on_gpu, "cuda");
+    Session cpu(model, on_cpu);
+    std::vector<float> cpu_logits;
+    cpu.prefill(tokens, 0, LogitsFor::All, &cpu_logits);
+    std::vector<float> f32_logits;
+    Session(model, EngineOptions{}).prefill(tokens, 0, LogitsFor::All, &f32_logits);
+    EXPECT_NE(logits_sha256(cpu_logits), logits_sha256(f32_logits)) << "the storage changed nothing";
+    for (int64_t chunk : {int64_t(1), int64_t(7), int64_t(0)}) {
+      Session gpu(model, on_gpu);
+      std::vector<float> logits;
+      gpu.prefill(tokens, chunk, LogitsFor::All, &logits);
+      EXPECT_EQ(logits_sha256(logits), logits_sha256(cpu_logits)) << "chunk " << chunk;
+      const size_t floats = tokens.size() * size_t(c.kv_row_floats());
+      for (int l = 0; l < c.n_layer; ++l) {
+        EXPECT_EQ(0, std::memcmp(gpu.kv_cache().k(l, 0), cpu.kv_cache().k(l, 0), floats * 4)) << "layer " << l;
+        EXPECT_EQ(0, std::memcmp(gpu.kv_cache().v(l, 0), cpu.kv_cache().v(l, 0), floats * 4)) << "layer " << l;
+      }
+    }
+    MemoryArtifacts store;
+    for (bool capture_on_gpu : {false, true}) {
+      Session source(model, capture_on_gpu ? on_gpu : on_cpu);
+      source.prefill(std::span<const int32_t>(tokens.data(), 33), 0, LogitsFor::None, nullptr);
+      const Digest id = store.capture_from(source, 0, 33);
+      GraftCheckOptions options;
+      options.samples = 2;
+      for (const EngineOptions& target : {on_gpu, on_cpu}) {
+        const auto r = graft_check(model, target, id, store.opener(), tokens, options);
+        EXPECT_TRUE(r.exact) << "captured on " << (capture_on_gpu ? "GPU" : "CPU");
+      }
     }
   }
 }

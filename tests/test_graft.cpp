@@ -6,10 +6,12 @@
 
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/synth_model.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "storage/artifact_format.hpp"
 #include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
@@ -21,9 +23,10 @@ namespace {
 // Captures positions [from, to) of `tokens` into `store` (grafting the parent first).
 Digest capture_prefix(MemoryArtifacts& store, std::shared_ptr<const Model> model,
                       const std::vector<int32_t>& tokens, int64_t from, int64_t to, std::optional<Digest> parent,
-                      int threads = 1) {
+                      int threads = 1, KvStorage storage = KvStorage::F32) {
   EngineOptions options;
   options.threads = threads;
+  options.recipe.kv = storage;
   Session session(model, options);
   if (parent) graft(session, *parent, store.opener(), tokens);
   EXPECT_EQ(session.n_past(), from);
@@ -37,11 +40,22 @@ std::vector<int32_t> story_tokens(const Model& model, size_t n) {
   return ids;
 }
 
-class GraftOnModel : public ::testing::TestWithParam<const char*> {
+const KvStorage kAllKvStorages[] = {KvStorage::F32, KvStorage::BF16, KvStorage::I8};
+
+// Every exactness test runs under each KV storage: a compact cache is rounded
+// as it is written, so its graft is as exact as the f32 one.
+class GraftOnModel : public ::testing::TestWithParam<std::tuple<const char*, KvStorage>> {
  protected:
   void SetUp() override {
-    KVG_REQUIRE_TEST_DATA(GetParam());
-    model_ = Model::load(test::data_path(GetParam()));
+    KVG_REQUIRE_TEST_DATA(std::get<0>(GetParam()));
+    model_ = Model::load(test::data_path(std::get<0>(GetParam())));
+  }
+  KvStorage storage() const { return std::get<1>(GetParam()); }
+  EngineOptions engine(int threads = 1) const {
+    EngineOptions o;
+    o.threads = threads;
+    o.recipe.kv = storage();
+    return o;
   }
   std::shared_ptr<const Model> model_;
   MemoryArtifacts store_;
@@ -51,9 +65,8 @@ TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
   const auto tokens = story_tokens(*model_, 75);
   for (int threads : {1, 2})
     for (int64_t split : {int64_t(1), int64_t(2), int64_t(31), int64_t(32), int64_t(33), int64_t(40), int64_t(74)}) {
-      const Digest id = capture_prefix(store_, model_, tokens, 0, split, std::nullopt, threads);
-      EngineOptions engine;
-      engine.threads = threads;
+      const Digest id = capture_prefix(store_, model_, tokens, 0, split, std::nullopt, threads, storage());
+      const EngineOptions engine = this->engine(threads);
       GraftCheckOptions options;
       options.samples = split == 40 ? 50 : 2;
       const auto r = graft_check(model_, engine, id, store_.opener(), tokens, options);
@@ -68,13 +81,13 @@ TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
 
 TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
   const auto tokens = story_tokens(*model_, 90);
-  const Digest a = capture_prefix(store_, model_, tokens, 0, 20, std::nullopt);
-  const Digest b = capture_prefix(store_, model_, tokens, 20, 45, a);
-  const Digest c = capture_prefix(store_, model_, tokens, 45, 77, b);
+  const Digest a = capture_prefix(store_, model_, tokens, 0, 20, std::nullopt, 1, storage());
+  const Digest b = capture_prefix(store_, model_, tokens, 20, 45, a, 1, storage());
+  const Digest c = capture_prefix(store_, model_, tokens, 45, 77, b, 1, storage());
   for (const Digest& leaf : {b, c}) {
     GraftCheckOptions options;
     options.samples = 50;
-    const auto r = graft_check(model_, EngineOptions{}, leaf, store_.opener(), tokens, options);
+    const auto r = graft_check(model_, engine(), leaf, store_.opener(), tokens, options);
     EXPECT_TRUE(r.exact);
     EXPECT_EQ(r.grafted_tokens, leaf == b ? 45 : 77);
   }
@@ -84,7 +97,7 @@ TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
   EXPECT_EQ(hb.n_tokens(), 25u);
   EXPECT_EQ(*hb.parent, a);
   // Greedy generation after the graft equals generation after a full prefill.
-  Session grafted(model_, EngineOptions{}), full(model_, EngineOptions{});
+  Session grafted(model_, engine()), full(model_, engine());
   graft(grafted, c, store_.opener(), tokens);
   std::vector<float> lg, lf;
   grafted.prefill(std::span<const int32_t>(tokens).subspan(77), 0, LogitsFor::Last, &lg);
@@ -96,8 +109,63 @@ TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
                              size_t(tokens.size()) * size_t(model_->config().kv_row_floats()) * 4));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GraftOnModel, ::testing::Values(test::kStories260K, test::kTinyStories656K),
-                         [](const auto& info) { return std::string(info.param).find("260K") != std::string::npos ? std::string("stories260K") : std::string("TinyStories656K"); });
+// A compact storage really rounds (the KV differs from f32's, every row is a
+// fixed point of its rounding), its artifact is exactly header + n_layer * 2
+// * n_tokens * n_head_kv * row bytes, and prefill chunking and thread count
+// change no bit of its logits or KV.
+TEST_P(GraftOnModel, CompactKvIsRoundedSizedAndChunkingInvariant) {
+  const ModelConfig& c = model_->config();
+  const auto tokens = story_tokens(*model_, 70);
+  std::string first_hash;
+  std::vector<float> first_kv;
+  for (int threads : {1, 2})
+    for (int64_t chunk : {int64_t(0), int64_t(1), int64_t(7), int64_t(32)}) {
+      Session session(model_, engine(threads));
+      std::vector<float> logits;
+      session.prefill(tokens, chunk, LogitsFor::All, &logits);
+      std::vector<float> kv;
+      for (int l = 0; l < c.n_layer; ++l) {
+        kv.insert(kv.end(), session.kv_cache().k(l, 0), session.kv_cache().k(l, 0) + tokens.size() * size_t(c.kv_row_floats()));
+        kv.insert(kv.end(), session.kv_cache().v(l, 0), session.kv_cache().v(l, 0) + tokens.size() * size_t(c.kv_row_floats()));
+      }
+      if (first_hash.empty()) {
+        first_hash = logits_sha256(logits);
+        first_kv = kv;
+        // Rounded: rounding again changes nothing.
+        std::vector<float> again = kv;
+        round_kv_rows(kv_rounding_of(storage()), again.data(), int64_t(again.size()) / c.head_dim, c.head_dim);
+        EXPECT_EQ(0, std::memcmp(again.data(), kv.data(), kv.size() * 4));
+        // Exactly sized.
+        const Digest id = store_.capture_from(session, 0, int64_t(tokens.size()));
+        const ArtifactHeader h = parse_header(store_.bytes[id]);
+        EXPECT_EQ(h.recipe, engine().recipe.name());
+        EXPECT_EQ(h.kv_dtype, uint32_t(storage()));
+        const size_t row_bytes = storage() == KvStorage::F32 ? 4 * size_t(c.head_dim)
+                                 : storage() == KvStorage::BF16 ? 2 * size_t(c.head_dim)
+                                                                : 1 + size_t(c.head_dim);
+        EXPECT_EQ(store_.bytes[id].size(), h.header_bytes() + size_t(c.n_layer) * 2 * tokens.size() *
+                                                                   size_t(c.n_head_kv) * row_bytes + 32);
+        if (storage() != KvStorage::F32) {  // and not what f32 storage holds
+          Session plain(model_, EngineOptions{});
+          plain.prefill(tokens, 0, LogitsFor::None, nullptr);
+          EXPECT_NE(0, std::memcmp(plain.kv_cache().k(0, 0), kv.data(), size_t(c.kv_row_floats()) * tokens.size() * 4));
+        }
+        continue;
+      }
+      EXPECT_EQ(logits_sha256(logits), first_hash) << "threads " << threads << " chunk " << chunk;
+      EXPECT_EQ(0, std::memcmp(kv.data(), first_kv.data(), kv.size() * 4)) << "threads " << threads << " chunk " << chunk;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GraftOnModel,
+                         ::testing::Combine(::testing::Values(test::kStories260K, test::kTinyStories656K),
+                                            ::testing::ValuesIn(kAllKvStorages)),
+                         [](const auto& info) {
+                           const std::string model = std::string(std::get<0>(info.param)).find("260K") != std::string::npos
+                                                         ? "stories260K"
+                                                         : "TinyStories656K";
+                           return model + "_kv_" + kv_storage_name(std::get<1>(info.param));
+                         });
 
 class GraftRefusal : public ::testing::Test {
  protected:
@@ -110,8 +178,9 @@ class GraftRefusal : public ::testing::Test {
   }
 
   // Grafts and returns the error; the session must be unchanged afterwards.
-  Error refusal(const Digest& id, const ArtifactOpener& open, std::span<const int32_t> prompt) {
-    Session session(model_, EngineOptions{});
+  Error refusal(const Digest& id, const ArtifactOpener& open, std::span<const int32_t> prompt,
+                const EngineOptions& options = {}) {
+    Session session(model_, options);
     try {
       graft(session, id, open, prompt);
     } catch (const Error& e) {
@@ -220,6 +289,62 @@ TEST_F(GraftRefusal, AnotherRecipeIsRefused) {
   EXPECT_NE(std::string(e.what()).find("bf16-tensorcore-v1"), std::string::npos) << e.what();
 }
 
+// An artifact of one KV storage is refused by a session of another, by
+// recipe name; and one whose kv_dtype contradicts its recipe, by dtype.
+TEST_F(GraftRefusal, AnotherKvStorageIsRefused) {
+  EngineOptions bf16;
+  bf16.recipe.kv = KvStorage::BF16;
+  Session compact(model_, bf16);
+  compact.prefill(std::span<const int32_t>(tokens_.data(), 12), 0, LogitsFor::None, nullptr);
+  const Digest compact_id = store_.capture_from(compact, 0, 12);
+  Error e = refusal(compact_id, store_.opener(), tokens_);  // into an f32 session
+  EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
+  EXPECT_NE(std::string(e.what()).find("'f32-portable-v1+kv-bf16', this session computes 'f32-portable-v1'"),
+            std::string::npos)
+      << e.what();
+  for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {  // an f32 artifact into compact sessions
+    EngineOptions o;
+    o.recipe.kv = storage;
+    const Error err = refusal(root_, store_.opener(), tokens_, o);
+    EXPECT_EQ(err.code(), ErrorCode::RecipeMismatch);
+    EXPECT_NE(std::string(err.what()).find("this session computes '" + o.recipe.name() + "'"), std::string::npos)
+        << err.what();
+  }
+  // The bf16 recipe's name with an f32 payload: refused by dtype.
+  ArtifactHeader h = capture_header(compact, 0, 12, std::nullopt);
+  h.kv_dtype = kKvDtypeF32;
+  MemorySink sink;
+  ArtifactWriter writer(h, sink);
+  for (uint32_t l = 0; l < h.n_layer; ++l) writer.write_layer(l, compact.kv_cache().k(int(l), 0), compact.kv_cache().v(int(l), 0));
+  const Digest id = writer.finish();
+  store_.bytes[id] = sink.bytes();
+  e = refusal(id, store_.opener(), tokens_, bf16);
+  EXPECT_EQ(e.code(), ErrorCode::RecipeMismatch);
+  EXPECT_NE(std::string(e.what()).find("stores its KV as dtype 0, but recipe 'f32-portable-v1+kv-bf16' keeps bf16 KV"),
+            std::string::npos)
+      << e.what();
+}
+
+// Capturing a cache that was not rounded for the session's storage is a bug
+// the writer names rather than an artifact that would graft other values.
+TEST_F(GraftRefusal, CaptureOfAnUnroundedCacheIsRefused) {
+  EngineOptions i8;
+  i8.recipe.kv = KvStorage::I8;
+  Session session(model_, i8);
+  session.prefill(std::span<const int32_t>(tokens_.data(), 12), 0, LogitsFor::None, nullptr);
+  session.kv_cache().v(1, 5)[3] += 1e-3f;  // no longer q * 2^e for its row
+  MemorySink sink;
+  try {
+    capture(session, 0, 12, std::nullopt, sink);
+    ADD_FAILURE() << "captured";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("KV row layer 1 V, token 5, head 0 is not what kv_dtype i8 stores"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(GraftRefusal, CaptureNeedsAParentForLaterPositions) {
   Session session(model_, EngineOptions{});
   session.prefill(tokens_, 0, LogitsFor::None, nullptr);
@@ -237,8 +362,8 @@ TEST_P(GraftOnModel, DecodeAfterGraftKeepsTheCacheInPlace) {
   // Past 256 positions, where the old exact-fit reservation made the next
   // token reallocate.
   const auto tokens = story_tokens(*model_, 300);
-  const Digest id = capture_prefix(store_, model_, tokens, 0, 299, std::nullopt);
-  Session session(model_, EngineOptions{});
+  const Digest id = capture_prefix(store_, model_, tokens, 0, 299, std::nullopt, 1, storage());
+  Session session(model_, engine());
   GraftTimes times;
   graft(session, id, store_.opener(), tokens, &times);
   EXPECT_GT(times.total_s, 0.0);
@@ -282,10 +407,11 @@ struct FamilyCase {
   bool llama3_rope = false;
 };
 
-class GraftOnFamilyModel : public ::testing::TestWithParam<FamilyCase> {};
+class GraftOnFamilyModel : public ::testing::TestWithParam<std::tuple<FamilyCase, KvStorage>> {};
 
 TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
-  const FamilyCase& family = GetParam();
+  const FamilyCase& family = std::get<0>(GetParam());
+  const KvStorage storage = std::get<1>(GetParam());
   SynthOptions o = test::small_synth_options();
   o.architecture = family.architecture;
   o.llama3_rope = family.llama3_rope;
@@ -302,9 +428,10 @@ TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
   const auto tokens = story_tokens(*model, 80);
   for (int64_t split : {int64_t(1), int64_t(8), int64_t(9), int64_t(31), int64_t(32), int64_t(39), int64_t(40),
                         int64_t(41), int64_t(47), int64_t(64), int64_t(79)}) {
-    const Digest id = capture_prefix(store, model, tokens, 0, split, std::nullopt, 2);
+    const Digest id = capture_prefix(store, model, tokens, 0, split, std::nullopt, 2, storage);
     EngineOptions engine;
     engine.threads = 2;
+    engine.recipe.kv = storage;
     GraftCheckOptions options;
     options.samples = 2;
     const auto r = graft_check(model, engine, id, store.opener(), tokens, options);
@@ -314,12 +441,15 @@ TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GraftOnFamilyModel,
-                         ::testing::Values(FamilyCase{"llama", false, true}, FamilyCase{"qwen2", false},
-                                           FamilyCase{"qwen3", false}, FamilyCase{"phi3", true},
-                                           FamilyCase{"gemma", false}, FamilyCase{"gemma2", true},
-                                           FamilyCase{"gemma3", true}, FamilyCase{"starcoder2", false}),
+                         ::testing::Combine(::testing::Values(FamilyCase{"llama", false, true}, FamilyCase{"qwen2", false},
+                                                              FamilyCase{"qwen3", false}, FamilyCase{"phi3", true},
+                                                              FamilyCase{"gemma", false}, FamilyCase{"gemma2", true},
+                                                              FamilyCase{"gemma3", true}, FamilyCase{"starcoder2", false}),
+                                            ::testing::ValuesIn(kAllKvStorages)),
                          [](const auto& info) {
-                           return std::string(info.param.architecture) + (info.param.llama3_rope ? "_llama3_rope" : "");
+                           const FamilyCase& f = std::get<0>(info.param);
+                           return std::string(f.architecture) + (f.llama3_rope ? "_llama3_rope" : "") + "_kv_" +
+                                  kv_storage_name(std::get<1>(info.param));
                          });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "engine/graft.hpp"
 #include "engine/positional_compose.hpp"
 #include "engine/prompt.hpp"
+#include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "storage/artifact_format.hpp"
@@ -84,6 +85,51 @@ TEST_F(Positional, PlacesBlocksInOrderFirstOneExactLaterOnesRotated) {
   const int32_t next[1] = {tokens.back()};
   s.forward(next, LogitsFor::Last, &logits);
   for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+}
+
+// Under a compact KV storage each block is a compact artifact; the keys a
+// placement turns are rounded again to the storage, so the composed cache
+// still holds only storable values (a capture of it is accepted) — and the
+// composition stays labelled inexact.
+TEST_F(Positional, UnderCompactKvTurnedKeysAreRoundedAgain) {
+  for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
+    SCOPED_TRACE(kv_storage_name(storage));
+    EngineOptions options;
+    options.recipe.kv = storage;
+    auto compact_block = [&](const std::string& text) {
+      Session s(model_, options);
+      s.prefill(fresh_prompt(*model_, text), 0, LogitsFor::None, nullptr);
+      return store_.capture_from(s, 0, s.n_past());
+    };
+    const Digest a = compact_block("Once upon a time, there was a girl named Zoe.");
+    const Digest b = compact_block("Tom had a blue kite.");
+    Session alone_b(model_, options);
+    graft(alone_b, b, store_.opener());
+    Session s(model_, options);
+    const Digest both[] = {a, b};
+    const PositionalComposition c = graft_positional(s, both, store_.opener());
+    EXPECT_FALSE(c.exact);
+    const ModelConfig& cfg = model_->config();
+    const int row = s.kv_cache().row_floats();
+    const int64_t na = c.blocks[1].placed_at;
+    const RopeTable table(cfg.rope_dim, cfg.rope_base);
+    std::vector<float> cos(size_t(cfg.rope_dim / 2)), sin(size_t(cfg.rope_dim / 2));
+    table.angles(na, cos.data(), sin.data());
+    bool rounding_mattered = false;
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (int64_t p = 0; p < c.blocks[1].n_tokens; ++p) {
+        EXPECT_TRUE(same_rows(s.kv_cache().v(l, na + p), alone_b.kv_cache().v(l, p), row));
+        std::vector<float> k(alone_b.kv_cache().k(l, p), alone_b.kv_cache().k(l, p) + row);
+        apply_rope(k.data(), cfg.n_head_kv, cfg.head_dim, cfg.rope_dim, cos.data(), sin.data(), cfg.rope_style);
+        const std::vector<float> turned = k;
+        round_kv_rows(kv_rounding_of(storage), k.data(), cfg.n_head_kv, cfg.head_dim);
+        rounding_mattered |= !same_rows(turned.data(), k.data(), row);
+        EXPECT_TRUE(same_rows(s.kv_cache().k(l, na + p), k.data(), row)) << "layer " << l << " pos " << na + p;
+      }
+    EXPECT_TRUE(rounding_mattered) << "the turned keys were already storable: the test proves nothing";
+    MemorySink sink;
+    EXPECT_NO_THROW(capture(s, 0, s.n_past(), std::nullopt, sink));
+  }
 }
 
 TEST_F(Positional, IsNotTheExactChain) {

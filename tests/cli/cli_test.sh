@@ -104,6 +104,14 @@ check "graft logits equal monolithic logits" bash -c "
   part=\$('$kvg' logits --model '$model' --tokens $tokens --artifact '$tmp/a.kvga' --out '$tmp/part.bin') &&
   tail -c $(((21 - 6) * 512 * 4)) '$tmp/full.bin' | cmp - '$tmp/part.bin'"
 check "generate after a graft" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text ' named' -n 4 --json | grep -q '\"grafted_tokens\":'"
+# Compact KV storages (docs/recipe.md): smaller artifacts, still exact under their own recipe, refused by another.
+for kv in bf16 i8; do
+  croot=$("$kvg" capture --model "$model" --recipe f32-portable-v1+kv-$kv --text "Once upon a time" --store "$store" 2>/dev/null | tail -1)
+  check "capture under +kv-$kv records its dtype and recipe" bash -c "'$kvg' verify '$store/${croot:0:2}/$croot.kvga' | grep -q '\"kv_dtype\": \"$kv\"' &&
+    '$kvg' verify '$store/${croot:0:2}/$croot.kvga' | grep -q '\"recipe\": \"f32-portable-v1+kv-$kv\"'"
+  check "graft-check under +kv-$kv is exact" bash -c "'$kvg' graft-check --model '$model' --recipe f32-portable-v1+kv-$kv --artifact $croot --store '$store' --text ', there was a girl' --samples 3 | grep -q '\"exact\":true'"
+  check "a +kv-$kv artifact is refused under f32-portable-v1" bash -c "'$kvg' graft-check --model '$model' --artifact $croot --store '$store' --text ' x' 2>&1 | grep -q \"recipe 'f32-portable-v1+kv-$kv', this session computes 'f32-portable-v1'\""
+done
 # Positional composition (docs/composition.md): explicit, and never called exact.
 blk=$("$kvg" capture --model "$model" --text "Tom had a blue kite." --store "$store" 2>/dev/null | tail -1)
 check "generate --compose-positional says it is not exact" bash -c "'$kvg' generate --model '$model' --compose-positional $root,$blk --store '$store' --text ' Tom' -n 4 --json 2>'$tmp/pos.err' | grep -q '\"exact\":false' && grep -q 'NOT exact' '$tmp/pos.err'"
@@ -113,6 +121,9 @@ check "--compose-positional refuses a block of another model" bash -c "'$kvg' ge
 check "--compose-positional refuses a composition beyond the window" bash -c "'$kvg' generate --model '$model' --max-context 8 --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'more than the window of 8 positions'"
 check "--compose-positional and --artifact together are refused" bash -c "'$kvg' generate --model '$model' --artifact $root --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'not both'"
 check "bench-compose prints both tables" bash -c "'$kvg' bench-compose --model '$q8' --blocks 2 --questions 2 | grep -q 'saving' && '$kvg' bench-compose --model '$q8' --blocks 2 --questions 1 | grep -q 'first composition vs reused'"
+# Mapped KV (docs/long-context.md): stories260K stores 1,280 bytes per position; a budget of 100
+# positions refuses the resident 120-token context, the mapped one runs with the same logits.
+check "bench-mapped runs a context beyond --max-kv-memory mapped, exactly" bash -c "'$kvg' bench-mapped --model '$model' --lengths 40,120 --decode 4 --max-kv-memory 128000 >'$tmp/mapped.txt' && grep -q '^ *120 .*refused.* yes\$' '$tmp/mapped.txt' && grep -q '^ *40 .* yes\$' '$tmp/mapped.txt'"
 
 cp "$tmp/a.kvga" "$tmp/bad.kvga"
 printf '\x01' | dd of="$tmp/bad.kvga" bs=1 seek=400 conv=notrunc 2>/dev/null
