@@ -23,10 +23,10 @@ namespace {
 // Captures positions [from, to) of `tokens` into `store` (grafting the parent first).
 Digest capture_prefix(MemoryArtifacts& store, std::shared_ptr<const Model> model,
                       const std::vector<int32_t>& tokens, int64_t from, int64_t to, std::optional<Digest> parent,
-                      int threads = 1, KvStorage storage = KvStorage::F32) {
+                      int threads = 1, Recipe recipe = kDefaultRecipe) {
   EngineOptions options;
   options.threads = threads;
-  options.recipe.kv = storage;
+  options.recipe = recipe;
   Session session(model, options);
   if (parent) graft(session, *parent, store.opener(), tokens);
   EXPECT_EQ(session.n_past(), from);
@@ -42,19 +42,22 @@ std::vector<int32_t> story_tokens(const Model& model, size_t n) {
 
 const KvStorage kAllKvStorages[] = {KvStorage::F32, KvStorage::BF16, KvStorage::I8};
 
-// Every exactness test runs under each KV storage: a compact cache is rounded
-// as it is written, so its graft is as exact as the f32 one.
-class GraftOnModel : public ::testing::TestWithParam<std::tuple<const char*, KvStorage>> {
+// Every exactness test runs under each recipe: each KV storage (a compact
+// cache is rounded as it is written, so its graft is as exact as the f32
+// one) and both arithmetics (q8-portable-v1's products are row-independent
+// like f32's, so a grafted prefix gives the recomputed bits too).
+class GraftOnModel : public ::testing::TestWithParam<std::tuple<const char*, Recipe>> {
  protected:
   void SetUp() override {
     KVG_REQUIRE_TEST_DATA(std::get<0>(GetParam()));
     model_ = Model::load(test::data_path(std::get<0>(GetParam())));
   }
-  KvStorage storage() const { return std::get<1>(GetParam()); }
+  Recipe recipe() const { return std::get<1>(GetParam()); }
+  KvStorage storage() const { return recipe().kv; }
   EngineOptions engine(int threads = 1) const {
     EngineOptions o;
     o.threads = threads;
-    o.recipe.kv = storage();
+    o.recipe = recipe();
     return o;
   }
   std::shared_ptr<const Model> model_;
@@ -65,7 +68,7 @@ TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
   const auto tokens = story_tokens(*model_, 75);
   for (int threads : {1, 2})
     for (int64_t split : {int64_t(1), int64_t(2), int64_t(31), int64_t(32), int64_t(33), int64_t(40), int64_t(74)}) {
-      const Digest id = capture_prefix(store_, model_, tokens, 0, split, std::nullopt, threads, storage());
+      const Digest id = capture_prefix(store_, model_, tokens, 0, split, std::nullopt, threads, recipe());
       const EngineOptions engine = this->engine(threads);
       GraftCheckOptions options;
       options.samples = split == 40 ? 50 : 2;
@@ -81,9 +84,9 @@ TEST_P(GraftOnModel, SingleArtifactExactAtEverySplit) {
 
 TEST_P(GraftOnModel, ChainsOfTwoAndThreeLinksAreExact) {
   const auto tokens = story_tokens(*model_, 90);
-  const Digest a = capture_prefix(store_, model_, tokens, 0, 20, std::nullopt, 1, storage());
-  const Digest b = capture_prefix(store_, model_, tokens, 20, 45, a, 1, storage());
-  const Digest c = capture_prefix(store_, model_, tokens, 45, 77, b, 1, storage());
+  const Digest a = capture_prefix(store_, model_, tokens, 0, 20, std::nullopt, 1, recipe());
+  const Digest b = capture_prefix(store_, model_, tokens, 20, 45, a, 1, recipe());
+  const Digest c = capture_prefix(store_, model_, tokens, 45, 77, b, 1, recipe());
   for (const Digest& leaf : {b, c}) {
     GraftCheckOptions options;
     options.samples = 50;
@@ -159,12 +162,14 @@ TEST_P(GraftOnModel, CompactKvIsRoundedSizedAndChunkingInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GraftOnModel,
                          ::testing::Combine(::testing::Values(test::kStories260K, test::kTinyStories656K),
-                                            ::testing::ValuesIn(kAllKvStorages)),
+                                            ::testing::ValuesIn(all_recipes())),
                          [](const auto& info) {
                            const std::string model = std::string(std::get<0>(info.param)).find("260K") != std::string::npos
                                                          ? "stories260K"
                                                          : "TinyStories656K";
-                           return model + "_kv_" + kv_storage_name(std::get<1>(info.param));
+                           const Recipe& recipe = std::get<1>(info.param);
+                           return model + (recipe.arithmetic == Arithmetic::Q8 ? "_q8" : "") + "_kv_" +
+                                  kv_storage_name(recipe.kv);
                          });
 
 class GraftRefusal : public ::testing::Test {
@@ -362,7 +367,7 @@ TEST_P(GraftOnModel, DecodeAfterGraftKeepsTheCacheInPlace) {
   // Past 256 positions, where the old exact-fit reservation made the next
   // token reallocate.
   const auto tokens = story_tokens(*model_, 300);
-  const Digest id = capture_prefix(store_, model_, tokens, 0, 299, std::nullopt, 1, storage());
+  const Digest id = capture_prefix(store_, model_, tokens, 0, 299, std::nullopt, 1, recipe());
   Session session(model_, engine());
   GraftTimes times;
   graft(session, id, store_.opener(), tokens, &times);
@@ -428,7 +433,7 @@ TEST_P(GraftOnFamilyModel, ExactAtSplitsOnBothSidesOfTheWindow) {
   const auto tokens = story_tokens(*model, 80);
   for (int64_t split : {int64_t(1), int64_t(8), int64_t(9), int64_t(31), int64_t(32), int64_t(39), int64_t(40),
                         int64_t(41), int64_t(47), int64_t(64), int64_t(79)}) {
-    const Digest id = capture_prefix(store, model, tokens, 0, split, std::nullopt, 2, storage);
+    const Digest id = capture_prefix(store, model, tokens, 0, split, std::nullopt, 2, Recipe{Arithmetic::F32, storage});
     EngineOptions engine;
     engine.threads = 2;
     engine.recipe.kv = storage;
