@@ -31,6 +31,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/portable_math.hpp"
 #include "kernels/cpu/rope_table.hpp"
@@ -51,6 +52,7 @@
 #include "kernels/cuda/device_matrix.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/matmul_q8.hpp"
 #include "kernels/cuda/ops.hpp"
 #endif
 
@@ -557,6 +559,111 @@ TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
       EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
           << "output " << j << " tokens " << n_tokens;
     }
+  }
+#endif
+}
+
+#ifdef KVG_HAVE_CUDA
+const WeightType kQuantizedTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                                      WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                      WeightType::Q5_K, WeightType::Q6_K};
+
+// cuda::matmul_q8 of one matrix, with its scratch, copied back.
+std::vector<float> gpu_matmul_q8(const WeightMatrix& host, const std::vector<float>& x, int64_t x_stride,
+                                 int64_t n_tokens, int64_t y_stride, const cuda::Stream& stream) {
+  const cuda::DeviceMatrix w = cuda::upload_matrix(host, stream);
+  const cuda::DeviceBuffer x_d = to_device(x, stream);
+  cuda::DeviceBuffer y_d = to_device(std::vector<float>(size_t(n_tokens * y_stride), 0.0f), stream);
+  cuda::DeviceBuffer scratch(cuda::matmul_q8_scratch_bytes(host.cols, n_tokens));
+  const cuda::MatmulOutput out[1] = {{w.view, y_d.as<float>(), y_stride}};
+  cuda::matmul_q8(out, x_d.as<float>(), x_stride, n_tokens, scratch.data(), scratch.bytes(), stream);
+  return from_device<float>(y_d, size_t(n_tokens * y_stride), stream);
+}
+#endif
+
+// q8-portable-v1: the device's activation quantization and integer dot
+// products give the bits of the CPU's executable definition, for every
+// quantized format, one and several rounds of blocks (a warp covers 32
+// blocks of 32 or 4 of 256 per round), rows that leave warps of a block idle
+// and token counts that leave lanes of a token tile idle.
+TEST(CudaKernels, MatmulQ8MatchesCpuScalarForEveryFormatAndShape) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  ThreadPool pool(1);
+  Noise noise{23};
+  int checked = 0;
+  for (WeightType type : kQuantizedTypes) {
+    const int block = weight_block_elements(type);
+    const std::vector<int64_t> widths = block == 256 ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{96, 1056};
+    for (int64_t cols : widths)
+      for (int64_t rows : {1, 5, 17})
+        for (int64_t n_tokens : {1, 3, 17}) {
+          const auto bytes = random_weights(type, rows, cols, noise);
+          const WeightMatrix host = host_matrix(type, bytes, rows, cols);
+          const int64_t x_stride = cols + 3, y_stride = rows + 2;
+          auto x = noise.values(size_t(n_tokens * x_stride), 3.0f);
+          if (n_tokens > 1) std::fill_n(x.begin() + x_stride, block, 0.0f);  // a block of zeros: dx = 0
+          std::fill_n(x.begin(), 7, -0.0f);
+          std::vector<float> cpu(size_t(n_tokens * y_stride), 0.0f);
+          matmul_q8(host, x.data(), x_stride, n_tokens, cpu.data(), y_stride, pool, Isa::Scalar);
+          const auto gpu = gpu_matmul_q8(host, x, x_stride, n_tokens, y_stride, stream);
+          const int64_t bad = first_difference(cpu, gpu);
+          ASSERT_EQ(bad, -1) << weight_type_name(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+                             << ": element " << bad << " cpu " << cpu[size_t(std::max<int64_t>(bad, 0))] << " gpu "
+                             << gpu[size_t(std::max<int64_t>(bad, 0))];
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 10 * 2 * 3 * 3);
+#endif
+}
+
+// Matrices of both activation block sizes and an f32 one in one launch: each
+// output gets its own recipe's bits (F32/F16/BF16 stay f32-portable-v1).
+TEST(CudaKernels, MatmulQ8OfSeveralMatricesMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  ThreadPool pool(1);
+  Noise noise{31};
+  const int64_t cols = 512;
+  const WeightType types[3] = {WeightType::Q4_0, WeightType::F16, WeightType::Q6_K};
+  const int64_t rows[3] = {33, 5, 9};
+  for (int64_t n_tokens : {1, 10}) {
+    const auto x = noise.values(size_t(n_tokens * cols));
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<cuda::DeviceMatrix> ws;
+    std::vector<cuda::DeviceBuffer> ys;
+    std::vector<cuda::MatmulOutput> outs;
+    for (int j = 0; j < 3; ++j) {
+      bytes.push_back(random_weights(types[j], rows[j], cols, noise));
+      ws.push_back(cuda::upload_matrix(host_matrix(types[j], bytes.back(), rows[j], cols), stream));
+      ys.emplace_back(size_t(n_tokens * rows[j]) * 4);
+    }
+    for (int j = 0; j < 3; ++j) outs.push_back({ws[size_t(j)].view, ys[size_t(j)].as<float>(), rows[j]});
+    const cuda::DeviceBuffer x_d = to_device(x, stream);
+    cuda::DeviceBuffer scratch(cuda::matmul_q8_scratch_bytes(cols, n_tokens));
+    cuda::matmul_q8(outs, x_d.as<float>(), cols, n_tokens, scratch.data(), scratch.bytes(), stream);
+    for (int j = 0; j < 3; ++j) {
+      std::vector<float> cpu(size_t(n_tokens * rows[j]));
+      matmul_q8(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens, cpu.data(), rows[j],
+                pool, Isa::Scalar);
+      EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
+          << weight_type_name(types[j]) << ", tokens " << n_tokens;
+    }
+  }
+  // Too little scratch is refused by name, before anything runs.
+  const auto bytes = random_weights(WeightType::Q8_0, 4, 64, noise);
+  const cuda::DeviceMatrix w = cuda::upload_matrix(host_matrix(WeightType::Q8_0, bytes, 4, 64), stream);
+  const cuda::DeviceBuffer x_d = to_device(noise.values(2 * 64), stream);
+  cuda::DeviceBuffer y_d(2 * 4 * 4), small(cuda::matmul_q8_scratch_bytes(64, 2) - 1);
+  const cuda::MatmulOutput out[1] = {{w.view, y_d.as<float>(), 4}};
+  try {
+    cuda::matmul_q8(out, x_d.as<float>(), 64, 2, small.data(), small.bytes(), stream);
+    ADD_FAILURE() << "a scratch one byte short was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
   }
 #endif
 }

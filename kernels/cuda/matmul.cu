@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "kernels/cuda/block_shape.hpp"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/recipe_math.cuh"
 
@@ -122,23 +123,6 @@ __global__ void __launch_bounds__(kThreads)
   with_weight_type(job.type, [&](auto type) {
     tile<decltype(type)::value, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
   });
-}
-
-// weight_block_elements() without linking kvg_kernels (which links us).
-int64_t block_elements(WeightType t) {
-  switch (t) {
-    case WeightType::Q8_0:
-    case WeightType::Q4_0:
-    case WeightType::Q4_1:
-    case WeightType::Q5_0:
-    case WeightType::Q5_1: return 32;
-    case WeightType::Q4_K:
-    case WeightType::Q6_K:
-    case WeightType::Q2_K:
-    case WeightType::Q3_K:
-    case WeightType::Q5_K: return 256;
-    default: return 1;
-  }
 }
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::Internal, "cuda::matmul: " + what); }
