@@ -1,0 +1,79 @@
+#include "kernels/cpu/matmul_q8.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace kvg {
+
+bool q8_applies(WeightType t) { return t != WeightType::F32 && t != WeightType::F16 && t != WeightType::BF16; }
+
+int q8_activation_block(WeightType t) { return weight_block_elements(t); }
+
+namespace {
+
+// The AVX-512 kernels use VNNI's vpdpbusd; a CPU with AVX-512 but without
+// VNNI runs the AVX2 kernels (the same bits, as every path).
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+struct Kernel {
+  detail::MatmulQ8BlockFn fn;
+  int lanes;   // tokens per panel (0: no panels)
+  int offset;  // panel byte = q + offset
+};
+
+Kernel kernel_for(Isa isa) {
+  static const bool vnni = cpu_has_avx512_vnni();
+  if (isa == Isa::Avx512 && vnni) return {detail::matmul_q8_block_avx512, 16, 128};
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) return {detail::matmul_q8_block_avx2, 8, 0};
+  return {detail::matmul_q8_block_scalar, 0, 0};
+}
+
+// Rows per task: a multiple of the kernels' row groups (4), enough to amortise
+// dispatch, small enough to spread a decode step over every thread.
+int64_t rows_per_task(int64_t rows, int threads) {
+  if (threads <= 1) return rows;
+  const int64_t per_thread = (rows + threads * 4 - 1) / (threads * 4);
+  return std::clamp<int64_t>(per_thread, 16, 256) / 8 * 8;
+}
+
+}  // namespace
+
+void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+               int64_t y_stride, ThreadPool& pool, Isa isa) {
+  if (!q8_applies(w.type)) return matmul(w, x, x_stride, n_tokens, y, y_stride, pool, isa);
+  if (n_tokens <= 0 || w.rows <= 0) return;
+  const int block = q8_activation_block(w.type);
+  if (w.cols % block != 0)
+    throw Error(ErrorCode::InvalidArgument, std::string("matmul_q8: a ") + weight_type_name(w.type) + " matrix of " +
+                                                std::to_string(w.cols) + " columns is not whole blocks of " +
+                                                std::to_string(block));
+  // Quantized once per call, shared by every task (thread_local: the
+  // calling thread's buffers, reused across calls; the tasks see them by
+  // these references, a thread_local named inside a task would be the worker's own).
+  thread_local Q8Activations acts_buffer;
+  thread_local Q8Panels panels_buffer;
+  Q8Activations& acts = acts_buffer;
+  Q8Panels& panels = panels_buffer;
+  quantize_activations(x, x_stride, n_tokens, w.cols, block, pool, acts);
+  const Kernel kernel = kernel_for(isa);
+  panels.lanes = 0;
+  if (kernel.lanes > 0) build_q8_panels(acts, kernel.lanes, kernel.offset, panels);
+  const int64_t rows_step = std::max<int64_t>(8, rows_per_task(w.rows, pool.size()));
+  const int64_t n_tasks = (w.rows + rows_step - 1) / rows_step;
+  pool.run(size_t(n_tasks), [&](size_t task) {
+    const int64_t r0 = int64_t(task) * rows_step;
+    kernel.fn(w, acts, panels, r0, std::min(w.rows, r0 + rows_step), y, y_stride);
+  });
+}
+
+}  // namespace kvg

@@ -1,0 +1,53 @@
+// Matrix products under recipe q8-portable-v1 (docs/recipe.md): for a weight
+// matrix in a block-quantized format, each token's activations are quantized
+// per block to int8 (activation_quant.hpp), every block's integer dot
+// products are computed exactly in int32, and the block terms are added to
+// one binary32 accumulator per output element with fused multiply-adds, block
+// after block in increasing order. Integer sums have one value whatever their
+// order, so SIMD may run rows and tokens side by side in any arrangement;
+// the float steps are fixed per element. The bits depend on (w_row, x) only:
+// not on the batch, the threads or the ISA.
+//
+// Names kept in step with the CUDA kernels: matmul_q8, q8_applies,
+// q8_activation_block; matmul_q8(..., Isa::Scalar) is the executable
+// definition every other path is tested against.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/activation_quant.hpp"
+#include "kernels/cpu/isa.hpp"
+#include "kernels/cpu/q8_panels.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/cpu/weights.hpp"
+
+namespace kvg {
+
+// True for the block-quantized formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K).
+bool q8_applies(WeightType t);
+// Elements per activation quantization block for a format: 32 for Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1; 256 for the K-quants.
+int q8_activation_block(WeightType t);
+
+// The contract of matmul() (matmul.hpp): y[t * y_stride + r] = row r of w
+// times token t's x, for t < n_tokens, r < w.rows; computed as recipe
+// q8-portable-v1 says. F32, F16 and BF16 matrices forward to matmul()
+// (f32-portable-v1 arithmetic).
+void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
+               int64_t y_stride, ThreadPool& pool, Isa isa);
+
+namespace detail {
+// One kernel's serial work: rows [r0, r1) of w for every token of a (the
+// SIMD kernels read the same activations laid out as panels).
+using MatmulQ8BlockFn = void (*)(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels,
+                                 int64_t r0, int64_t r1, float* y, int64_t y_stride);
+
+void matmul_q8_block_scalar(const WeightMatrix&, const Q8Activations&, const Q8Panels&, int64_t, int64_t, float*,
+                            int64_t);
+void matmul_q8_block_avx2(const WeightMatrix&, const Q8Activations&, const Q8Panels&, int64_t, int64_t, float*,
+                          int64_t);
+void matmul_q8_block_avx512(const WeightMatrix&, const Q8Activations&, const Q8Panels&, int64_t, int64_t, float*,
+                            int64_t);
+}  // namespace detail
+
+}  // namespace kvg

@@ -1,0 +1,57 @@
+// AVX2 kernel of recipe q8-portable-v1: panels of 8 tokens (one ymm lane
+// each). Without VNNI the 4-element products use the sign trick: |v| as
+// unsigned bytes times q * sign(v) (vpmaddubsw: pairs of at most 2 * 128 *
+// 127, no saturation), then pairs to int32 (vpmaddwd): exact.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/matmul_q8.hpp"
+#include "kernels/cpu/matmul_q8_panel_kernel.hpp"
+
+namespace kvg::detail {
+
+namespace {
+
+inline int32_t load4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+struct Avx2Vec {
+  static constexpr int kLanes = 8;
+  static constexpr int kOffset = 0;
+  static constexpr bool kAbs = true;
+  using I = __m256i;
+  using F = __m256;
+  static I zero() { return _mm256_setzero_si256(); }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I mul_scalar(I a, int32_t s) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(s)); }
+  static I dot4(I acc, I panel, const Q8Unpacked& u, int g) {
+    const I signed_q = _mm256_sign_epi8(panel, _mm256_set1_epi32(load4(u.v + 4 * g)));
+    const I pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(load4(u.absv + 4 * g)), signed_q);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static I madd_pairs(I acc, I pairs, int32_t pair) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi32(pair)));
+  }
+  static F zerof() { return _mm256_setzero_ps(); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static F mulf(F a, float s) { return _mm256_mul_ps(a, _mm256_set1_ps(s)); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }  // -(a*b) + c, one rounding: fma(-a, b, c)
+  static void storef(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
+}  // namespace
+
+void matmul_q8_block_avx2(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
+                          int64_t r1, float* y, int64_t y_stride) {
+  panel_matmul<Avx2Vec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
+}
+
+}  // namespace kvg::detail
