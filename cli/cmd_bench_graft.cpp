@@ -201,7 +201,7 @@ int cmd_bench_graft(const Args& args) {
     std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
                 model->path().c_str(), model->config().architecture.c_str(),
                 (unsigned long long)model->parameter_count(), load_s);
-    std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", kRecipe, isa_name(options.isa),
+    std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", options.recipe.name().c_str(), isa_name(options.isa),
                 options.threads, (long long)limit);
     std::printf("store        %s (temporary)\n", store.dir().c_str());
     std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
@@ -298,7 +298,7 @@ int cmd_bench_graft(const Args& args) {
     std::printf("{\"model\":\"%s\",\"architecture\":\"%s\",\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\","
                 "\"threads\":%d,\"rows\":[",
                 json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
-                (unsigned long long)model->parameter_count(), kRecipe, isa_name(options.isa), options.threads);
+                (unsigned long long)model->parameter_count(), options.recipe.name().c_str(), isa_name(options.isa), options.threads);
     for (size_t i = 0; i < rows.size(); ++i)
       std::printf("%s{\"tokens\":%lld,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"verify_ms\":%.4f,"
                   "\"read_ms\":%.4f,\"reserve_ms\":%.4f,\"copy_ms\":%.4f,\"decode_ms\":%.4f,\"recompute_ms\":%.4f,"

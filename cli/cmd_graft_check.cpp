@@ -17,14 +17,15 @@ int cmd_graft_check(const Args& args) {
   GraftCheckOptions options;
   options.samples = int(args.get_int("samples", 0));
   options.sample_tokens = int(args.get_int("sample-tokens", 16));
-  const GraftCheckResult r = graft_check(model, engine_options(args), ref.id, ref.open, prompt, options);
+  const EngineOptions engine = engine_options(args);
+  const GraftCheckResult r = graft_check(model, engine, ref.id, ref.open, prompt, options);
   std::printf(
       "{\"artifact\":\"%s\",\"grafted_tokens\":%lld,\"positions\":%lld,\"graft_logits_sha256\":\"%s\","
       "\"recompute_logits_sha256\":\"%s\",\"kl_max\":%.17g,\"argmax_agreement\":%.17g,\"samples\":%d,"
       "\"samples_equal\":%d,\"exact\":%s,\"graft_seconds\":%.6f,\"recompute_seconds\":%.6f,\"recipe\":\"%s\"}\n",
       to_hex(ref.id).c_str(), (long long)r.grafted_tokens, (long long)r.positions, r.graft_logits_sha256.c_str(),
       r.recompute_logits_sha256.c_str(), r.kl_max, r.argmax_agreement, r.samples, r.samples_equal,
-      r.exact ? "true" : "false", r.graft_seconds, r.recompute_seconds, kRecipe);
+      r.exact ? "true" : "false", r.graft_seconds, r.recompute_seconds, engine.recipe.name().c_str());
   return r.exact ? 0 : 1;
 }
 

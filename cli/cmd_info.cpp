@@ -14,6 +14,7 @@ int cmd_info(const Args& args) {
   // when it would be refused (cuda without a usable GPU).
   const DeviceChoice device = resolve_device(device_flag(args));
   const char* runs_on = device.runs_on ? device_name(*device.runs_on) : nullptr;
+  const std::string recipe = parse_recipe(args.opt("recipe").value_or(kDefaultRecipe.name())).name();
   if (args.has("json")) {
     std::printf(
         "{\"architecture\":\"%s\",\"name\":\"%s\",\"layers\":%d,\"embedding\":%d,\"heads\":%d,\"kv_heads\":%d,"
@@ -23,7 +24,7 @@ int cmd_info(const Args& args) {
         json_escape(c.architecture).c_str(), json_escape(c.name).c_str(), c.n_layer, c.n_embd, c.n_head,
         c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx, c.rope_dim, c.rope_base, double(c.norm_eps),
         c.tied_output ? "true" : "false", (unsigned long long)model->parameter_count(),
-        (unsigned long long)model->weight_bytes(), kRecipe, model->fingerprint_hex().c_str(),
+        (unsigned long long)model->weight_bytes(), recipe.c_str(), model->fingerprint_hex().c_str(),
         runs_on ? ("\"" + std::string(runs_on) + "\"").c_str() : "null", json_escape(device.detail).c_str());
     return 0;
   }
@@ -50,7 +51,7 @@ int cmd_info(const Args& args) {
   std::printf("output head     %s\n", c.tied_output ? "tied to token_embd" : "separate");
   std::printf("parameters      %llu (%llu bytes)\n", (unsigned long long)model->parameter_count(),
               (unsigned long long)model->weight_bytes());
-  std::printf("recipe          %s\n", kRecipe);
+  std::printf("recipe          %s (computed: %s)\n", recipe.c_str(), known_recipe_names().c_str());
   std::printf("fingerprint     %s\n", model->fingerprint_hex().c_str());
   std::printf("device          %s%s%s%s\n", runs_on ? runs_on : "none: engine commands are refused",
               device.detail.empty() ? "" : " (", device.detail.c_str(), device.detail.empty() ? "" : ")");

@@ -1,5 +1,6 @@
 #include "cli/engine_flags.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 
@@ -19,13 +20,30 @@ Flags engine_flags(Flags more) {
       {"max-context", "N", "positions the KV cache holds (default: the model's context length)"},
       {"max-kv-memory", "BYTES", "refuse a context whose KV cache needs more bytes (default: unbounded)"},
       {"device", "D", "cpu|cuda|auto: where the forward pass runs (default cpu; the bits do not change)"},
+      {"recipe", "R", "the arithmetic, e.g. f32-portable-v1 (default) or q8-portable-v1 (docs/recipe.md)"},
   };
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;
 }
 
-EngineOptions engine_options(const Args& args) {
+static std::vector<Recipe> recipe_flag(const Args& args) {
+  std::vector<Recipe> recipes;
+  const std::string list = args.opt("recipe").value_or(kDefaultRecipe.name());
+  for (size_t begin = 0; begin <= list.size();) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    recipes.push_back(parse_recipe(std::string_view(list).substr(begin, comma - begin)));
+    begin = comma + 1;
+  }
+  return recipes;
+}
+
+EngineOptions engine_options(const Args& args, std::vector<Recipe>* recipes) {
   EngineOptions options;
+  const std::vector<Recipe> named = recipe_flag(args);
+  if (named.size() > 1 && !recipes)
+    throw Error(ErrorCode::InvalidArgument, "--recipe takes one recipe here, not a list");
+  options.recipe = named.front();
+  if (recipes) *recipes = named;
   options.threads = int(args.get_int("threads", 1));
   if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
   if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);

@@ -11,11 +11,14 @@
 
 namespace kvg::cli {
 
-// --model, --threads, --isa, --max-context, --device: the flags of every
-// command that runs the model, followed by `more`.
+// --model, --threads, --isa, --max-context, --device, --recipe: the flags of
+// every command that runs the model, followed by `more`.
 Flags engine_flags(Flags more);
 
-EngineOptions engine_options(const Args& args);
+// The options the flags name. --recipe is one name, or — where the command
+// runs once per recipe and passes `recipes` — a comma-separated list, which
+// lands there (options.recipe is then its first).
+EngineOptions engine_options(const Args& args, std::vector<Recipe>* recipes = nullptr);
 // --device (default cpu).
 Device device_flag(const Args& args);
 std::shared_ptr<const Model> load_model(const Args& args);

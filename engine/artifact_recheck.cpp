@@ -25,9 +25,16 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
     throw Error(ErrorCode::ModelMismatch, "the artifact was captured with model " + to_hex(header.model_fingerprint) +
                                               ", not with the loaded model " + to_hex(model->fingerprint()) +
                                               ": it cannot be recomputed here");
-  if (header.recipe != kRecipe)
-    throw Error(ErrorCode::RecipeMismatch, "the artifact was computed under recipe " + header.recipe + ", not " +
-                                               std::string(kRecipe) + ": it cannot be recomputed here");
+  // Recomputed under the artifact's own recipe, whatever the caller's default:
+  // the question is whether its KV is what that arithmetic gives.
+  EngineOptions under_its_recipe = options;
+  try {
+    under_its_recipe.recipe = parse_recipe(header.recipe);
+  } catch (const Error&) {
+    throw Error(ErrorCode::RecipeMismatch, "the artifact was computed under recipe '" + header.recipe +
+                                               "', which this engine does not compute (" + known_recipe_names() +
+                                               "): it cannot be recomputed here");
+  }
   std::vector<int32_t> tokens;
   if (header.parent) tokens = chain_tokens(*header.parent, open);
   if (tokens.size() != header.position_start)
@@ -37,7 +44,7 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
   check_prompt_tokens(*model, tokens.size());
 
   const auto began = std::chrono::steady_clock::now();
-  Session session(std::move(model), options);
+  Session session(std::move(model), under_its_recipe);
   session.prefill(tokens, 128, LogitsFor::None, nullptr, check);
   DiscardSink sink;
   Recomputed r;

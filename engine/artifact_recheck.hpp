@@ -27,8 +27,9 @@ struct Recomputed {
 
 // Prefills, in a fresh session, every token of the chain that `header` ends
 // (the parents' tokens from their headers, through `open`, then its own) and
-// captures the artifact's positions with its parent. Refuses (ModelMismatch,
-// RecipeMismatch) an artifact of another model or recipe.
+// captures the artifact's positions with its parent, under the artifact's own
+// recipe (options.recipe is ignored). Refuses (ModelMismatch, RecipeMismatch)
+// an artifact of another model or of a recipe this engine does not compute.
 Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
                               const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check);
 

@@ -25,6 +25,7 @@
 
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
+#include "engine/recipe.hpp"
 
 namespace kvg {
 
@@ -46,6 +47,9 @@ class CudaForward {
   // tables up; the token ids' buffer is a few bytes per token), so a
   // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
+  // The recipes the CUDA kernels compute; Session refuses the others on the
+  // GPU by name (or runs them on the CPU under Device::Auto).
+  static bool computes(const Recipe& recipe) { return recipe == kDefaultRecipe; }
   static constexpr int kStagingBuffers = 3;
   CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
               size_t staging_bytes = kDefaultStagingBytes);

@@ -1,5 +1,5 @@
 // The transformer forward pass of every supported family (engine/architectures.hpp)
-// under the f32-portable-v1 recipe. Every step is row-independent: a token's values depend only on its
+// under the session's recipe (engine/recipe.hpp, docs/recipe.md). Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
 // cannot change a bit (DESIGN.md, recipe rule 1).
 #include <algorithm>
@@ -36,6 +36,17 @@ struct Session::Scratch {
   }
 };
 
+namespace {
+
+// The recipes whose every step this CPU forward pass implements; any other is
+// refused by name rather than computed as something else.
+void check_recipe_computed(const Recipe& recipe) {
+  if (recipe.arithmetic != Arithmetic::F32 || recipe.kv != KvStorage::F32)
+    throw Error(ErrorCode::Unsupported, "recipe " + recipe.name() + " is not implemented by this engine yet");
+}
+
+}  // namespace
+
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
@@ -47,9 +58,17 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                      : model_->config().n_ctx,
              options.max_kv_bytes, options.kv_limit_name),
       scratch_(std::make_shared<Scratch>()) {
+  check_recipe_computed(options_.recipe);
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
   if (*choice.runs_on != Device::Cuda) return;
+  if (!CudaForward::computes(options_.recipe)) {
+    const std::string why = "recipe " + options_.recipe.name() + " is not implemented in the CUDA kernels";
+    if (options_.device != Device::Auto) throw Error(ErrorCode::Unsupported, why + ": use the CPU (device cpu or auto)");
+    fallback_ = why + ", running on the CPU";
+    note_device_fallback(fallback_);
+    return;
+  }
   // The GPU mirror is allocated for the whole context at once.
   if (options_.max_kv_bytes > 0 && cache_.bytes_for(cache_.max_positions()) > options_.max_kv_bytes)
     throw Error(ErrorCode::OutOfRange, "a context of " + std::to_string(cache_.max_positions()) + " positions needs " +

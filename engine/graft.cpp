@@ -21,10 +21,15 @@ void check_compatible(const ArtifactHeader& h, const Session& session, const Dig
   if (h.model_fingerprint != model.fingerprint())
     throw Error(ErrorCode::ModelMismatch, what + "was captured with model " + to_hex(h.model_fingerprint) +
                                               ", but the loaded model is " + model.fingerprint_hex());
-  if (h.recipe != kRecipe)
+  const std::string recipe = session.options().recipe.name();
+  if (h.recipe != recipe)
     throw Error(ErrorCode::RecipeMismatch,
-                what + "was produced under recipe '" + h.recipe + "', this engine computes '" + kRecipe + "'");
-  if (h.kv_dtype != kKvDtypeF32 || h.n_layer != uint32_t(c.n_layer) || h.n_head_kv != uint32_t(c.n_head_kv) ||
+                what + "was produced under recipe '" + h.recipe + "', this session computes '" + recipe + "'");
+  if (h.kv_dtype != uint32_t(session.options().recipe.kv))
+    throw Error(ErrorCode::RecipeMismatch, what + "stores its KV as dtype " + std::to_string(h.kv_dtype) +
+                                               ", but recipe '" + recipe + "' keeps " +
+                                               kv_storage_name(session.options().recipe.kv) + " KV");
+  if (h.n_layer != uint32_t(c.n_layer) || h.n_head_kv != uint32_t(c.n_head_kv) ||
       h.head_dim != uint32_t(c.head_dim))
     throw Error(ErrorCode::ModelMismatch,
                 what + "has KV layout " + std::to_string(h.n_layer) + " layers x " + std::to_string(h.n_head_kv) +
@@ -65,8 +70,8 @@ ArtifactHeader capture_header(const Session& session, int64_t from, int64_t to, 
   ArtifactHeader h;
   h.model_fingerprint = session.model().fingerprint();
   h.parent = parent;
-  h.recipe = kRecipe;
-  h.kv_dtype = kKvDtypeF32;
+  h.recipe = session.options().recipe.name();
+  h.kv_dtype = uint32_t(session.options().recipe.kv);
   h.n_layer = uint32_t(c.n_layer);
   h.n_head_kv = uint32_t(c.n_head_kv);
   h.head_dim = uint32_t(c.head_dim);

@@ -15,16 +15,17 @@
 #include "engine/kv_cache.hpp"
 #include "engine/model.hpp"
 #include "engine/progress.hpp"
+#include "engine/recipe.hpp"
 #include "kernels/cpu/isa.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
 namespace kvg {
 
-// The arithmetic every logits hash and artifact records (docs/recipe.md).
-inline constexpr const char* kRecipe = "f32-portable-v1";
-
 struct EngineOptions {
+  // The arithmetic (engine/recipe.hpp): every artifact this session captures
+  // and every graft into it is of this recipe.
+  Recipe recipe = kDefaultRecipe;
   Device device = Device::Cpu;  // resolved by resolve_device() (engine/device.hpp)
   int threads = 1;
   Isa isa = default_isa();

@@ -13,6 +13,11 @@ SET kvg.device = 'cpu';
 SHOW kvg.device;
 SET kvg.device = 'gpu';
 RESET kvg.device;
+-- The recipe: one of the names the engine computes (docs/recipe.md).
+SET kvg.recipe = 'q8-portable-v1+kv-i8';
+SHOW kvg.recipe;
+SET kvg.recipe = 'f32-fast';
+RESET kvg.recipe;
 -- The knowledge template: {solution}, then {question}, once each.
 SET kvg.knowledge_template = 'Q: {question} A:';
 SET kvg.knowledge_template = '{question} {solution}';

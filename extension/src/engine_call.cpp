@@ -17,7 +17,7 @@ AuditRecord EngineCall::audit(const char* operation) const {
   AuditRecord r;
   r.operation = operation;
   r.model_fingerprint = model->fingerprint_hex();
-  r.recipe = kRecipe;
+  r.recipe = options.recipe.name();
   return r;
 }
 

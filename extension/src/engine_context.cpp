@@ -74,6 +74,7 @@ EngineOptions current_engine_options() {
   options.max_kv_bytes = settings::max_kv_bytes();
   options.kv_limit_name = "kvg.max_kv_memory";
   options.device = settings::device();
+  options.recipe = settings::recipe();
   options.gpu_staging_bytes = settings::gpu_staging_bytes() / CudaForward::kStagingBuffers;
   return options;
 }

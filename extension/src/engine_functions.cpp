@@ -228,7 +228,7 @@ KVG_SQL_FUNCTION(kvg_model_info) {
       {model->path(), model->fingerprint_hex(), c.architecture, c.name, std::to_string(c.n_layer),
        std::to_string(c.n_embd), std::to_string(c.n_head), std::to_string(c.n_head_kv), std::to_string(c.head_dim),
        std::to_string(c.n_ff), std::to_string(c.n_vocab), std::to_string(c.n_ctx),
-       std::to_string(model->parameter_count()), std::to_string(model->weight_bytes()), std::string(kRecipe),
+       std::to_string(model->parameter_count()), std::to_string(model->weight_bytes()), options.recipe.name(),
        device.runs_on ? SqlValue(device_name(*device.runs_on)) : SqlValue(),
        std::string(device_compiled(Device::Cuda) ? "true" : "false"), std::to_string(options.threads),
        std::string(isa_name(options.isa)), std::string(device_name(options.device)),

@@ -12,7 +12,7 @@ Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const 
   if (start.leaf) grafted.proven = call.store.chain_trusted(*start.leaf);
   if (settings::prefix_reuse() && grafted.proven) {
     const LinkLookup lookup = [&](const std::optional<Digest>& parent, std::span<const Digest> hashes) {
-      return call.store.links(parent, hashes, call.model->fingerprint(), kRecipe);
+      return call.store.links(parent, hashes, call.model->fingerprint(), call.options.recipe.name());
     };
     chain = longest_stored_prefix(prompt, chain, lookup);
   }

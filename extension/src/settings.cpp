@@ -16,6 +16,11 @@
 //  kvg.device          any user: cpu, cuda and auto (cuda when a usable GPU
 //                      is present) give the same bits under the portable
 //                      recipe, so the choice affects speed only.
+//  kvg.recipe          any user: the arithmetic of the caller's own calls
+//                      (docs/recipe.md). Every artifact and audit row records
+//                      it, and artifacts of one recipe are never grafted under
+//                      another, so a caller's choice changes nobody else's
+//                      results.
 //  kvg.knowledge_template  any user: it only lays out the caller's own prompts
 //                      (a chat model needs its own format); artifacts are
 //                      content-addressed, so prompts of different templates
@@ -57,6 +62,7 @@
 #include <exception>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -127,6 +133,21 @@ bool check_audit_conninfo(char** newval, void**, GucSource) {
   return false;
 }
 
+// kvg.recipe's values: every recipe the engine computes (engine/recipe.hpp),
+// by name; the names must outlive the GUC.
+const std::vector<std::string> kRecipeNames = [] {
+  std::vector<std::string> names;
+  for (const Recipe& r : all_recipes()) names.push_back(r.name());
+  return names;
+}();
+const std::vector<config_enum_entry> recipe_options = [] {
+  std::vector<config_enum_entry> entries;
+  for (size_t i = 0; i < kRecipeNames.size(); ++i) entries.push_back({kRecipeNames[i].c_str(), int(i), false});
+  entries.push_back({nullptr, 0, false});
+  return entries;
+}();
+int recipe_value = 0;  // index into all_recipes(); 0 is kDefaultRecipe
+
 const struct config_enum_entry device_options[] = {
     {device_name(Device::Cpu), static_cast<int>(Device::Cpu), false},
     {device_name(Device::Cuda), static_cast<int>(Device::Cuda), false},
@@ -156,6 +177,9 @@ void define() {
   DefineCustomEnumVariable("kvg.device", "Where the engine runs: cpu, cuda, or auto (cuda when available).",
                            nullptr, &device_value, static_cast<int>(Device::Auto), device_options, PGC_USERSET, 0,
                            nullptr, nullptr, nullptr);
+  DefineCustomEnumVariable("kvg.recipe", "The arithmetic recipe of this session's engine calls (docs/recipe.md).",
+                           "Artifacts graft only under the recipe that produced them.", &recipe_value, 0,
+                           recipe_options.data(), PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_new_tokens", "Hard cap on the tokens one kvg call generates.", nullptr,
                           &max_new_tokens_value, 256, 1, 1 << 20, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.progress_notices",
@@ -224,6 +248,7 @@ int threads() {
 uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
 uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
 kvg::Device device() { return static_cast<kvg::Device>(device_value); }
+Recipe recipe() { return all_recipes().at(size_t(recipe_value)); }
 int max_new_tokens() { return max_new_tokens_value; }
 int progress_notice_ms() { return progress_notice_ms_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }

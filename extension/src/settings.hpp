@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine/device.hpp"
+#include "engine/recipe.hpp"
 
 namespace kvg::pg::settings {
 
@@ -24,6 +25,7 @@ int threads();
 uint64_t max_import_bytes();
 uint64_t import_quota_bytes();
 kvg::Device device();
+kvg::Recipe recipe();  // kvg.recipe
 int max_new_tokens();
 
 // kvg.progress_notices: at most one progress NOTICE per this many

@@ -148,7 +148,13 @@ for arch in llama qwen3 phi3 gemma gemma2 gemma3 starcoder2; do
 done
 check "synth --llama3-rope writes rope_freqs.weight" bash -c "'$kvg' synth --out '$tmp/l3.gguf' --llama3-rope --vocab 300 >/dev/null && '$kvg' info --model '$tmp/l3.gguf' | grep -q 'Llama 3.1 frequency factors'"
 check "synth refuses an architecture it does not write" fails "$kvg" synth --out "$tmp/x.gguf" --arch falcon
-check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '| decode '"
+check "bench prints a table" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory | grep -q '^| f32-portable-v1 | '"
+
+check "an unknown --recipe is refused (2) naming the recipes" bash -c "
+  '$kvg' generate --model '$model' --text 'Once' -n 2 --recipe f32-fast 2>'$tmp/e'; [ \$? = 2 ] && grep -q \"unknown recipe 'f32-fast'\" '$tmp/e' && grep -q 'q8-portable-v1' '$tmp/e'"
+check "--recipe is one name outside bench" bash -c "
+  '$kvg' generate --model '$model' --text 'Once' -n 2 --recipe f32-portable-v1,f32-portable-v1 2>'$tmp/e'; [ \$? = 2 ] && grep -q 'one recipe here' '$tmp/e'"
+check "info reports the recipe asked for" bash -c "'$kvg' info --model '$model' --json --recipe f32-portable-v1 | grep -q '\"recipe\":\"f32-portable-v1\"'"
 
 check "bench-store without a server fails as an environment error (3)" bash -c "
   '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
