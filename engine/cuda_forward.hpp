@@ -1,6 +1,6 @@
-// The forward pass on a CUDA GPU, under the same f32-portable-v1 recipe as
-// the CPU forward pass (engine/forward.cpp): the same logits bits, the same
-// KV bits, for any chunking.
+// The forward pass on a CUDA GPU, under the same recipe as the CPU forward
+// pass (engine/forward.cpp), f32-portable-v1 or q8-portable-v1: the same
+// logits bits, the same KV bits, for any chunking.
 //
 // The host KvCache stays authoritative, so capture and graft keep working on
 // it unchanged. The device keeps a mirror of it: before a forward, rows of
@@ -47,11 +47,14 @@ class CudaForward {
   // tables up; the token ids' buffer is a few bytes per token), so a
   // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
-  // The recipes the CUDA kernels compute; Session refuses the others on the
-  // GPU by name (or runs them on the CPU under Device::Auto).
-  static bool computes(const Recipe& recipe) { return recipe == kDefaultRecipe; }
+  // The recipes the CUDA kernels compute: f32-portable-v1 and q8-portable-v1
+  // (matrix products of block-quantized weights through kernels/cuda/
+  // matmul_q8), both with fp32 KV. Session refuses the others on the GPU by
+  // name (or runs them on the CPU under Device::Auto); so does the
+  // constructor.
+  static bool computes(const Recipe& recipe) { return recipe.kv == KvStorage::F32; }
   static constexpr int kStagingBuffers = 3;
-  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
+  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, Recipe recipe = kDefaultRecipe,
               size_t staging_bytes = kDefaultStagingBytes);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
@@ -78,6 +81,8 @@ class CudaForward {
   int64_t max_positions() const;
   // The GPU in use, e.g. "NVIDIA H200 (sm_90, 143771 MiB)".
   std::string device_name() const;
+  // The recipe it computes (the constructor's).
+  const Recipe& recipe() const;
 
   // How many times this process has uploaded a model's weights (once per
   // Model object used on the GPU): a server checks residency with it.

@@ -76,14 +76,16 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                            " bytes of KV cache on the GPU, above " + options_.kv_limit_name + " = " +
                                            std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.recipe,
+                                          options_.gpu_staging_bytes);
     return;
   }
   // Auto promised the CPU's bits on whichever device works: a GPU that cannot
   // be set up (out of memory with other backends on it, a failed stream)
   // costs speed, not the call.
   try {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes);
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.recipe,
+                                          options_.gpu_staging_bytes);
   } catch (const std::exception& e) {
     fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
     note_device_fallback(fallback_);

@@ -604,6 +604,8 @@ TEST(CudaKernels, MatmulQ8MatchesCpuScalarForEveryFormatAndShape) {
           const int64_t x_stride = cols + 3, y_stride = rows + 2;
           auto x = noise.values(size_t(n_tokens * x_stride), 3.0f);
           if (n_tokens > 1) std::fill_n(x.begin() + x_stride, block, 0.0f);  // a block of zeros: dx = 0
+          if (n_tokens > 2)  // a block of subnormals and zeros: 127 / amax overflows to inf, 0 * inf is NaN
+            for (int i = 0; i < block; ++i) x[size_t(2 * x_stride + i)] = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? 1e-40f : -3e-41f);
           std::fill_n(x.begin(), 7, -0.0f);
           std::vector<float> cpu(size_t(n_tokens * y_stride), 0.0f);
           matmul_q8(host, x.data(), x_stride, n_tokens, cpu.data(), y_stride, pool, Isa::Scalar);
@@ -838,8 +840,15 @@ struct Evaluation {
   std::unique_ptr<KvCache> cache;
 };
 
-Evaluation cpu_run(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk) {
-  Session session(model, EngineOptions{});
+EngineOptions under(const Recipe& recipe) {
+  EngineOptions o;
+  o.recipe = recipe;
+  return o;
+}
+
+Evaluation cpu_run(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk,
+                   const Recipe& recipe = kDefaultRecipe) {
+  Session session(model, under(recipe));
   Evaluation r;
   session.prefill(tokens, chunk, LogitsFor::All, &r.logits);
   r.cache = std::make_unique<KvCache>(session.kv_cache());
@@ -870,9 +879,10 @@ bool same_kv(const KvCache& a, const KvCache& b, int64_t positions) {
   return true;
 }
 
-void expect_gpu_equals_cpu(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, const std::string& label) {
-  const Evaluation cpu = cpu_run(model, tokens, 0);
-  CudaForward gpu(model, model->config().n_ctx);
+void expect_gpu_equals_cpu(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, const std::string& label,
+                           const Recipe& recipe = kDefaultRecipe) {
+  const Evaluation cpu = cpu_run(model, tokens, 0, recipe);
+  CudaForward gpu(model, model->config().n_ctx, recipe);
   for (int64_t chunk : {int64_t(1), int64_t(7), int64_t(0)}) {
     const Evaluation run = gpu_run(gpu, *model, tokens, chunk);
     ASSERT_EQ(run.logits.size(), cpu.logits.size());
@@ -932,6 +942,63 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// q8-portable-v1 (kernels/cuda/matmul_q8): every block-quantized format,
+// and an f32 model, whose products keep f32 arithmetic under it.
+class CudaOnSynthModelQ8 : public ::testing::TestWithParam<const char*> {};
+
+const Recipe kQ8Recipe{Arithmetic::Q8, KvStorage::F32};
+
+TEST_P(CudaOnSynthModelQ8, LogitsHashAndKvEqualCpuForEveryChunking) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  try {
+    Session probe(model, under(kQ8Recipe));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Unsupported) throw;
+    GTEST_SKIP() << "the CPU forward pass does not compute " << kQ8Recipe.name() << " yet: " << e.what();
+  }
+  expect_gpu_equals_cpu(model, prompt_for(*model, 45), std::string(GetParam()) + " under " + kQ8Recipe.name(),
+                        kQ8Recipe);
+}
+
+// The recipe reaches the kernels: a quantized model's GPU logits under q8
+// are not its f32 logits, an f32 model's are (no matrix of it is quantized).
+TEST_P(CudaOnSynthModelQ8, TheRecipeChoosesTheArithmeticOfQuantizedMatricesOnly) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  const auto tokens = prompt_for(*model, 12);
+  CudaForward f32(model, 64), q8(model, 64, kQ8Recipe);
+  EXPECT_EQ(q8.recipe(), kQ8Recipe);
+  const Evaluation a = gpu_run(f32, *model, tokens, 0), b = gpu_run(q8, *model, tokens, 0);
+  if (std::string(GetParam()) == "f32")
+    EXPECT_EQ(logits_sha256(a.logits), logits_sha256(b.logits));
+  else
+    EXPECT_NE(logits_sha256(a.logits), logits_sha256(b.logits));
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModelQ8,
+                         ::testing::Values("f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
+                                           "q5_k", "q6_k"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(CudaRecipes, ARecipeTheKernelsDoNotComputeIsRefusedByName) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model("f32");
+  for (const char* name : {"f32-portable-v1+kv-bf16", "q8-portable-v1+kv-i8"}) {
+    const Recipe recipe = parse_recipe(name);
+    EXPECT_FALSE(CudaForward::computes(recipe)) << name;
+    try {
+      CudaForward gpu(model, 64, recipe);
+      ADD_FAILURE() << name << " was accepted by the CUDA forward pass";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(CudaForward::computes(kDefaultRecipe));
+  EXPECT_TRUE(CudaForward::computes(kQ8Recipe));
+}
 
 // ---------------------------------------------------------------------------
 // Grafts across devices (GPU only), driving CudaForward directly on the host
@@ -1143,7 +1210,7 @@ TEST(CudaServer, TransfersLargerThanTheStagingBufferCopyExactly) {
 #ifdef KVG_CUDA_EMULATOR
   cuda::mock::reset_largest_pinned();
 #endif
-  CudaForward gpu(model, 64, staging);
+  CudaForward gpu(model, 64, kDefaultRecipe, staging);
   // Rows [0, 20) on the host only, as after a graft: 20 positions to upload.
   KvCache host(c.n_layer, c.kv_row_floats(), 64);
   host.reserve(40);

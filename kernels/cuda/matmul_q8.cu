@@ -94,8 +94,13 @@ __global__ void __launch_bounds__(kThreads)
     const float inv = __fdiv_rn(127.0f, amax);
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      const int r = __float2int_rn(__fmul_rn(v[i], inv));
-      q[i] = r < -127 ? -127 : r > 127 ? 127 : r;
+      // Clamped before rounding, as the CPU (kernels/cpu/activation_quant.cpp):
+      // the same integer for a finite product, and one for the ±inf and NaN
+      // that 127 / amax overflowing (amax below ~3.7e-37) leaves: NaN -> -127.
+      float p = __fmul_rn(v[i], inv);
+      p = p > -127.0f ? p : -127.0f;
+      p = p < 127.0f ? p : 127.0f;
+      q[i] = __float2int_rn(p);
     }
     dx = __fdiv_rn(amax, 127.0f);
   }
