@@ -9,6 +9,7 @@
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 #include "kernels/cpu/ops.hpp"
 
 namespace kvg {
@@ -41,7 +42,7 @@ namespace {
 // The recipes whose every step this CPU forward pass implements; any other is
 // refused by name rather than computed as something else.
 void check_recipe_computed(const Recipe& recipe) {
-  if (recipe.arithmetic != Arithmetic::F32 || recipe.kv != KvStorage::F32)
+  if (recipe.kv != KvStorage::F32)
     throw Error(ErrorCode::Unsupported, "recipe " + recipe.name() + " is not implemented by this engine yet");
 }
 
@@ -139,6 +140,18 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
   cache_.reserve(p0 + n);
   Scratch& s = *scratch_;
   s.fit(c, n);
+  // Every product with a weight matrix goes through here, so the recipe's
+  // arithmetic is chosen in one place: q8-portable-v1 quantizes activations
+  // against block-quantized matrices (matmul_q8 itself computes F32/F16/BF16
+  // matrices as matmul does).
+  const bool q8 = options_.recipe.arithmetic == Arithmetic::Q8;
+  auto weight_product = [&](const WeightMatrix& m, const float* in, int64_t in_stride, int64_t tokens, float* out,
+                            int64_t out_stride) {
+    if (q8)
+      matmul_q8(m, in, in_stride, tokens, out, out_stride, pool_, isa);
+    else
+      matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
+  };
 
   for (int64_t t = 0; t < n; ++t) dequantize_row(model_->token_embedding(), tokens[size_t(t)], &s.x[size_t(t * c.n_embd)]);
   if (c.embed_scale) scale_inplace(s.x.data(), std::sqrt(float(c.n_embd)), n * c.n_embd);
@@ -149,9 +162,9 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     const AttentionExtras extras{c.window(l), c.attn_softcap};
     // Attention block.
     for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
-    matmul(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width, pool_, isa);
-    matmul(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width, pool_, isa);
-    matmul(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width, pool_, isa);
+    weight_product(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width);
+    weight_product(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width);
+    weight_product(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width);
     if (c.qkv_bias)
       for (int64_t t = 0; t < n; ++t) {
         add_inplace(&s.q[size_t(t * q_width)], w.bq.data(), q_width);
@@ -185,15 +198,15 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, c.attn_scale,
                      &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
     });
-    matmul(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd, pool_, isa);
+    weight_product(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd);
     add_bias(s.proj.data(), w.bo, n);
     add_residual(w.attn_post_norm, n, isa);
 
     // Feed-forward block (SwiGLU, or GeGLU for the gemma family).
     for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
     if (c.gated_ffn) {
-      matmul(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
-      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff, pool_, isa);
+      weight_product(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
+      weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff);
       for (int64_t t = 0; t < n; ++t) {
         float* g = &s.gate[size_t(t * c.n_ff)];
         if (c.ffn_activation == FfnActivation::GeluTanh)
@@ -202,11 +215,11 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
           swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
       }
     } else {  // starcoder2: gelu(up x + b)
-      matmul(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff, pool_, isa);
+      weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
       add_bias(s.gate.data(), w.b_up, n);
       gelu_inplace(s.gate.data(), n * c.n_ff);
     }
-    matmul(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd, pool_, isa);
+    weight_product(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd);
     add_bias(s.proj.data(), w.b_down, n);
     add_residual(w.ffn_post_norm, n, isa);
     // The file truncated under the call: this layer read zeros, stop here.
@@ -221,7 +234,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
              &s.xn[size_t((t - first) * c.n_embd)], isa);
   logits->resize(size_t(rows * c.n_vocab));
-  matmul(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab, pool_, isa);
+  weight_product(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab);
   if (c.final_softcap > 0.0f) softcap_inplace(logits->data(), c.final_softcap, rows * c.n_vocab);
   model_->check_weights_intact();
 }

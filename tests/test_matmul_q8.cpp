@@ -340,12 +340,12 @@ TEST(MatmulQ8, TokenAloneEqualsTokenInsideABatchOf37) {
 // ---- (e) close to the exact product of the weights and the unquantized x ---
 
 TEST(MatmulQ8, CloseToTheExactProduct) {
-  // The error is the activation rounding (|x_i - q_i dx| <= dx / 2, dx =
-  // amax / 127) times the weights; relative to |w| |x| it is of order
-  // 1 / (2 * 127) * sqrt(B) * amax / |x_block|... in practice well under 1 %
-  // for Gaussian x (measured: below 0.4 % for every format here). 2 % is
-  // loose enough for any row, tight enough that a wrong scale, sign or
-  // sub-block mapping (errors of order 100 %) fails.
+  // The error is the activation rounding: |x_i - q_i dx| <= dx / 2 with
+  // dx = amax / 127 per block, so each block's term is off by at most
+  // |w_block|_1 * amax / 254, a few 1e-3 of |w| |x| for Gaussian x, and the
+  // errors of the blocks partly cancel. Measured on these matrices: 3e-4 to
+  // 8e-4 for every format. 2 % leaves room for any row, and a wrong scale,
+  // sign, min or sub-block mapping gives errors of order 10 to 100 %.
   std::mt19937 rng(5);
   for (WeightType type : kQ8Formats) {
     const int64_t cols = 1024, rows = 16, tokens = 4;
@@ -368,9 +368,7 @@ TEST(MatmulQ8, CloseToTheExactProduct) {
         worst = std::max(worst, rel);
       }
     }
-    RecordProperty(weight_type_name(type), std::to_string(worst));
     EXPECT_LT(worst, 0.02) << weight_type_name(type);
-    std::printf("%s: worst |y - exact| / (|w| |x|) = %.2e\n", weight_type_name(type), worst);
   }
 }
 

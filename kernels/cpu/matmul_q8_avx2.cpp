@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_q8.hpp"
+#include "kernels/cpu/matmul_q8_decode_kernel.hpp"
 #include "kernels/cpu/matmul_q8_panel_kernel.hpp"
 
 namespace kvg::detail {
@@ -30,9 +31,13 @@ struct Avx2Vec {
   static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static I add(I a, I b) { return _mm256_add_epi32(a, b); }
   static I mul_scalar(I a, int32_t s) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(s)); }
-  static I dot4(I acc, I panel, const Q8Unpacked& u, int g) {
-    const I signed_q = _mm256_sign_epi8(panel, _mm256_set1_epi32(load4(u.v + 4 * g)));
-    const I pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(load4(u.absv + 4 * g)), signed_q);
+  // Group g's 4 weights and their magnitudes, in every lane.
+  struct Weights { I v, abs; };
+  static Weights weights4(const Q8Unpacked& u, int g) {
+    return {_mm256_set1_epi32(load4(u.v + 4 * g)), _mm256_set1_epi32(load4(u.absv + 4 * g))};
+  }
+  static I dot4(I acc, I panel, Weights w) {
+    const I pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(panel, w.v));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
   static I madd_pairs(I acc, I pairs, int32_t pair) {
@@ -47,11 +52,27 @@ struct Avx2Vec {
   static void storef(float* p, F v) { _mm256_store_ps(p, v); }
 };
 
+// Few-token products: the sign trick on 32 bytes.
+struct Avx2Dot {
+  static constexpr int kS8Bias = 0;
+  static __m256i dot_u8s8(__m256i acc, __m256i v, __m256i q) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(v, q), _mm256_set1_epi16(1)));
+  }
+  static __m256i dot_s8s8(__m256i acc, __m256i v, __m256i q) {
+    return dot_u8s8(acc, _mm256_abs_epi8(v), _mm256_sign_epi8(q, v));
+  }
+};
+
 }  // namespace
 
 void matmul_q8_block_avx2(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
                           int64_t r1, float* y, int64_t y_stride) {
-  panel_matmul<Avx2Vec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
+  with_weight_type(w.type, [&](auto type) {
+    constexpr WeightType kType = decltype(type)::value;
+    if constexpr (kQ8DecodeKernel<kType>)
+      if (q8_decode_path(kType, a.n_tokens)) return decode_matmul<Avx2Dot, kType>(w, a, r0, r1, y, y_stride);
+    panel_matmul<Avx2Vec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
+  });
 }
 
 }  // namespace kvg::detail

@@ -9,8 +9,9 @@
 //
 // V provides: kLanes, kOffset (what the panel bytes add to q), kAbs (whether
 // dot4 needs |v|), I and F (int32 and float vectors of kLanes), and
-// zero, set1, load, add, mul_scalar (I * int), dot4(acc, panel, u, g) (acc +
-// the 4-element products of group g), madd_pairs(acc, pairs, int16 pair),
+// zero, set1, load, add, mul_scalar (I * int), weights4(u, g) (group g's 4
+// weights in every lane, as dot4 wants them), dot4(acc, panel, weights) (acc
+// + the 4-element products), madd_pairs(acc, pairs, int16 pair),
 // cvt, loadf, mulf(F, float), fmadd, fnmadd, storef.
 //
 // Only included from translation units compiled with at least -mavx2 -mf16c.
@@ -30,38 +31,56 @@ namespace {
 // Tokens of a tile: each weight block is unpacked once per tile.
 constexpr int kQ8PanelsPerTile = 4;
 
-// I1 and I2 of block b of R unpacked rows for every lane of panel p.
-template <class V, WeightType kType, int R>
-inline void panel_block_ints(const Q8Panels& pn, int64_t p, int64_t b, const Q8Unpacked* u, typename V::I* i1,
-                             typename V::I* i2) {
+// I1 and I2 of block b of R unpacked rows for every lane of panels
+// [p0, p0 + NP): each group's panel vectors and weight broadcasts are loaded
+// once for all R x NP products.
+template <class V, WeightType kType, int R, int NP>
+inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8Unpacked* u, typename V::I (*i1)[NP],
+                             typename V::I (*i2)[NP]) {
   using W = Q8Weights<kType>;
   using I = typename V::I;
   constexpr int kSub = W::kScaleSub ? W::kScaleSub : W::kBlock;
   const int64_t g0 = b * (W::kBlock / 4);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) i1[r] = V::set1(-u[r].correction);
-  for (int j = 0; j < W::kBlock / kSub; ++j) {
-    I part[R];
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) part[r] = V::zero();
+    for (int p = 0; p < NP; ++p) i1[r][p] = V::set1(-u[r].correction);
+  for (int j = 0; j < W::kBlock / kSub; ++j) {
+    I part[R][NP];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) part[r][p] = W::kScaleSub ? V::zero() : i1[r][p];
 #pragma GCC unroll 8
     for (int g = j * (kSub / 4); g < (j + 1) * (kSub / 4); ++g) {
-      const I panel = V::load(pn.q_group(p, g0 + g));
+      I panel[NP];
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) part[r] = V::dot4(part[r], panel, u[r], g);
+      for (int p = 0; p < NP; ++p) panel[p] = V::load(pn.q_group(p0 + p, g0 + g));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const auto weights = V::weights4(u[r], g);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p) part[r][p] = V::dot4(part[r][p], panel[p], weights);
+      }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
-      i1[r] = W::kScaleSub ? V::add(i1[r], V::mul_scalar(part[r], u[r].scale[j])) : V::add(i1[r], part[r]);
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p)
+        i1[r][p] = W::kScaleSub ? V::add(i1[r][p], V::mul_scalar(part[r][p], u[r].scale[j])) : part[r][p];
   }
   if constexpr (W::kSecond != Q8Second::None) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) i2[r] = V::zero();
-    for (int k = 0; k < W::kBlock / 32; ++k) {
-      const I pairs = V::load(pn.sum_pair(p, b * (W::kBlock / 32) + k));
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) i2[r] = V::madd_pairs(i2[r], pairs, u[r].minpair[k]);
-    }
+      for (int p = 0; p < NP; ++p) i2[r][p] = V::zero();
+    for (int k = 0; k < W::kBlock / 32; ++k)
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        const I pairs = V::load(pn.sum_pair(p0 + p, b * (W::kBlock / 32) + k));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) i2[r][p] = V::madd_pairs(i2[r][p], pairs, u[r].minpair[k]);
+      }
   }
 }
 
@@ -92,13 +111,13 @@ void panel_tile(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int
   for (int64_t b = 0; b < pn.blocks; ++b) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) unpack_block<kType, V::kOffset, V::kAbs>(w.row(r0 + r) + b * W::kBytes, u[r]);
+    I i1[R][NP], i2[R][NP];
+    panel_block_ints<V, kType, R, NP>(pn, p0, b, u, i1, i2);
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
-      I i1[R], i2[R];
-      panel_block_ints<V, kType, R>(pn, p0 + p, b, u, i1, i2);
       const F dx = V::loadf(pn.dx_block(p0 + p, b));
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r][p] = panel_block_update<V, kType>(acc[r][p], i1[r], i2[r], dx, u[r]);
+      for (int r = 0; r < R; ++r) acc[r][p] = panel_block_update<V, kType>(acc[r][p], i1[r][p], i2[r][p], dx, u[r]);
     }
   }
   alignas(64) float lanes[V::kLanes];
@@ -130,7 +149,8 @@ void panel_matmul(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, i
   with_weight_type(w.type, [&](auto type) {
     constexpr WeightType kType = decltype(type)::value;
     if constexpr (kQ8Format<kType>) {
-      constexpr int kRows = 4;
+      // Scaled sub-blocks keep a second set of accumulators live: fewer rows.
+      constexpr int kRows = Q8Weights<kType>::kScaleSub ? 2 : 4;
       int64_t r = r0;
       for (; r + kRows <= r1; r += kRows) panel_rows<V, kType, kRows>(w, pn, n_tokens, r, y, y_stride);
       for (; r < r1; ++r) panel_rows<V, kType, 1>(w, pn, n_tokens, r, y, y_stride);
