@@ -529,16 +529,15 @@ TEST(CudaKernels, MatmulMatchesCpuForEveryWeightTypeAndShape) {
 #endif
 }
 
-TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
-  KVG_REQUIRE_GPU();
 #ifdef KVG_HAVE_CUDA
+// Three products of one input in one launch (cuda::matmul, or
+// cuda::matmul_q8 under q8-portable-v1), each against its CPU definition.
+void expect_one_launch_matches_cpu(const WeightType (&types)[3], const int64_t (&rows)[3], int64_t cols,
+                                   std::initializer_list<int64_t> token_counts, uint64_t seed, bool q8) {
   cuda::Stream stream;
   ThreadPool pool(1);
-  Noise noise{11};
-  const int64_t cols = 96;
-  const WeightType types[3] = {WeightType::Q4_0, WeightType::F32, WeightType::BF16};
-  const int64_t rows[3] = {33, 5, 70};
-  for (int64_t n_tokens : {1, 2, 19}) {
+  Noise noise{seed};
+  for (int64_t n_tokens : token_counts) {
     const auto x = noise.values(size_t(n_tokens * cols));
     std::vector<std::vector<uint8_t>> bytes;
     std::vector<cuda::DeviceMatrix> ws;
@@ -551,15 +550,27 @@ TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
     }
     for (int j = 0; j < 3; ++j) outs.push_back({ws[size_t(j)].view, ys[size_t(j)].as<float>(), rows[j]});
     const cuda::DeviceBuffer x_d = to_device(x, stream);
-    cuda::matmul(outs, x_d.as<float>(), cols, n_tokens, stream);
+    cuda::DeviceBuffer scratch(q8 ? cuda::matmul_q8_scratch_bytes(cols, n_tokens) : 0);
+    if (q8)
+      cuda::matmul_q8(outs, x_d.as<float>(), cols, n_tokens, scratch.data(), scratch.bytes(), stream);
+    else
+      cuda::matmul(outs, x_d.as<float>(), cols, n_tokens, stream);
     for (int j = 0; j < 3; ++j) {
       std::vector<float> cpu(size_t(n_tokens * rows[j]));
-      matmul(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens, cpu.data(), rows[j],
-             pool, Isa::Scalar);
+      (q8 ? matmul_q8 : matmul)(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens,
+                                cpu.data(), rows[j], pool, Isa::Scalar);
       EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
-          << "output " << j << " tokens " << n_tokens;
+          << weight_type_name(types[j]) << " (output " << j << "), tokens " << n_tokens;
     }
   }
+}
+#endif
+
+TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  expect_one_launch_matches_cpu({WeightType::Q4_0, WeightType::F32, WeightType::BF16}, {33, 5, 70}, 96, {1, 2, 19}, 11,
+                                false);
 #endif
 }
 
@@ -626,35 +637,10 @@ TEST(CudaKernels, MatmulQ8MatchesCpuScalarForEveryFormatAndShape) {
 TEST(CudaKernels, MatmulQ8OfSeveralMatricesMatchesCpu) {
   KVG_REQUIRE_GPU();
 #ifdef KVG_HAVE_CUDA
+  expect_one_launch_matches_cpu({WeightType::Q4_0, WeightType::F16, WeightType::Q6_K}, {33, 5, 9}, 512, {1, 10}, 31,
+                                true);
   cuda::Stream stream;
-  ThreadPool pool(1);
-  Noise noise{31};
-  const int64_t cols = 512;
-  const WeightType types[3] = {WeightType::Q4_0, WeightType::F16, WeightType::Q6_K};
-  const int64_t rows[3] = {33, 5, 9};
-  for (int64_t n_tokens : {1, 10}) {
-    const auto x = noise.values(size_t(n_tokens * cols));
-    std::vector<std::vector<uint8_t>> bytes;
-    std::vector<cuda::DeviceMatrix> ws;
-    std::vector<cuda::DeviceBuffer> ys;
-    std::vector<cuda::MatmulOutput> outs;
-    for (int j = 0; j < 3; ++j) {
-      bytes.push_back(random_weights(types[j], rows[j], cols, noise));
-      ws.push_back(cuda::upload_matrix(host_matrix(types[j], bytes.back(), rows[j], cols), stream));
-      ys.emplace_back(size_t(n_tokens * rows[j]) * 4);
-    }
-    for (int j = 0; j < 3; ++j) outs.push_back({ws[size_t(j)].view, ys[size_t(j)].as<float>(), rows[j]});
-    const cuda::DeviceBuffer x_d = to_device(x, stream);
-    cuda::DeviceBuffer scratch(cuda::matmul_q8_scratch_bytes(cols, n_tokens));
-    cuda::matmul_q8(outs, x_d.as<float>(), cols, n_tokens, scratch.data(), scratch.bytes(), stream);
-    for (int j = 0; j < 3; ++j) {
-      std::vector<float> cpu(size_t(n_tokens * rows[j]));
-      matmul_q8(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens, cpu.data(), rows[j],
-                pool, Isa::Scalar);
-      EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
-          << weight_type_name(types[j]) << ", tokens " << n_tokens;
-    }
-  }
+  Noise noise{37};
   // Too little scratch is refused by name, before anything runs.
   const auto bytes = random_weights(WeightType::Q8_0, 4, 64, noise);
   const cuda::DeviceMatrix w = cuda::upload_matrix(host_matrix(WeightType::Q8_0, bytes, 4, 64), stream);

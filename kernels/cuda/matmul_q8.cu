@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 #include "kernels/cuda/block_shape.hpp"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/matmul_jobs.cuh"
 #include "kernels/cuda/recipe_math.cuh"
 
 namespace kvg::cuda {
@@ -120,20 +121,11 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------
 // The integer dot products and the float terms.
 
-struct Job {
-  const uint8_t* w;
-  int64_t rows;
-  int64_t row_bytes;
-  float* y;
-  int64_t y_stride;
-  int64_t first_tile;  // row tiles (kWarps rows each) of the jobs before this one
-  WeightType type;
-};
+using Job = detail::MatmulJob;
 
-struct Jobs {
-  Job job[kMaxMatmulOutputs];
-  int count;
-  int64_t cols;
+// The launch's products (row tiles of kWarps rows) and their input,
+// quantized for each activation block size.
+struct Jobs : detail::MatmulJobs {
   Activations act32, act256;
 };
 
@@ -272,9 +264,7 @@ __global__ void __launch_bounds__(kThreads) matmul_q8_kernel(Jobs jobs, int64_t 
   __shared__ float terms[kWarps][kTokens][kTermStride];
   const int64_t tile_index = blockIdx.x / token_tiles;
   const int64_t t0 = (blockIdx.x % token_tiles) * kTokens;
-  int j = 0;
-  while (j + 1 < jobs.count && tile_index >= jobs.job[j + 1].first_tile) ++j;
-  const Job job = jobs.job[j];
+  const Job job = jobs.of_tile(tile_index);
   const int warp = threadIdx.x / 32;
   const int64_t r = (tile_index - job.first_tile) * kWarps + warp;
   if (r >= job.rows) return;  // the whole warp (no block barrier follows)
@@ -304,7 +294,6 @@ void matmul_q8(std::span<const MatmulOutput> outputs, const float* x, int64_t x_
   Jobs jobs{};
   jobs.cols = cols;
   bool uses[2] = {false, false};  // activation blocks of 32, of 256
-  int64_t tiles = 0;
   for (const MatmulOutput& o : outputs) {
     if (o.w.cols != cols) invalid("outputs of one launch must share the input width");
     if (!block_quantized(o.w.type)) {
@@ -314,15 +303,14 @@ void matmul_q8(std::span<const MatmulOutput> outputs, const float* x, int64_t x_
     if (o.w.cols % block_elements(o.w.type) != 0) invalid("a quantized row must hold whole blocks");
     if (o.w.rows <= 0) continue;
     uses[block_elements(o.w.type) == 256] = true;
-    Job& job = jobs.job[jobs.count++];
-    job = Job{o.w.data, o.w.rows, int64_t(o.w.row_bytes), o.y, o.y_stride, tiles, o.w.type};
-    tiles += (o.w.rows + kWarps - 1) / kWarps;
+    jobs.add(o, kWarps);
   }
-  if (n_f32 > 0) matmul(std::span<const MatmulOutput>(f32_outputs, n_f32), x, x_stride, n_tokens, stream);
-  if (tiles == 0 || cols <= 0) return;
-  if (scratch_bytes < matmul_q8_scratch_bytes(cols, n_tokens))
+  const int64_t tiles = jobs.tiles;
+  if (tiles > 0 && scratch_bytes < matmul_q8_scratch_bytes(cols, n_tokens))  // before anything is queued
     invalid("scratch of " + std::to_string(scratch_bytes) + " bytes, " +
             std::to_string(matmul_q8_scratch_bytes(cols, n_tokens)) + " needed");
+  if (n_f32 > 0) matmul(std::span<const MatmulOutput>(f32_outputs, n_f32), x, x_stride, n_tokens, stream);
+  if (tiles == 0 || cols <= 0) return;
   const cudaStream_t native = detail::native(stream);
   uint8_t* base = static_cast<uint8_t*>(scratch);
   jobs.act32 = activations_at(base, 32, cols, n_tokens, nullptr);
