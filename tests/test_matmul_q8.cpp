@@ -45,6 +45,17 @@ std::vector<float> random_activations(int64_t n, std::mt19937& rng) {
   return x;
 }
 
+// A random matrix and n_tokens random activation rows for it.
+struct Problem {
+  Matrix m;
+  std::vector<float> x;
+};
+
+Problem random_problem(WeightType type, int64_t rows, int64_t cols, int64_t n_tokens, std::mt19937& rng) {
+  Matrix m = random_matrix(type, rows, cols, rng);
+  return {std::move(m), random_activations(n_tokens * cols, rng)};
+}
+
 std::vector<float> run(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens, int threads, Isa isa) {
   ThreadPool pool(threads);
   std::vector<float> y(size_t(n_tokens * w.rows), -1.0f);
@@ -283,8 +294,7 @@ TEST(MatmulQ8, ScalarKernelIsTheSpecTable) {
   std::mt19937 rng(21);
   for (WeightType type : kQ8Formats) {
     const int64_t cols = weight_block_elements(type) == 32 ? 320 : 768, rows = 9, tokens = 3;
-    const Matrix m = random_matrix(type, rows, cols, rng);
-    const auto x = random_activations(tokens * cols, rng);
+    const auto [m, x] = random_problem(type, rows, cols, tokens, rng);
     const auto y = run(m.w, x, tokens, 1, Isa::Scalar);
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t r = 0; r < rows; ++r) {
@@ -301,20 +311,25 @@ TEST(MatmulQ8, ScalarKernelIsTheSpecTable) {
 TEST(MatmulQ8, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   std::mt19937 rng(1234);
   struct Shape { int64_t rows, cols, tokens; };
-  const Shape shapes[] = {{37, 256, 1}, {19, 512, 3}, {64, 256, 8}, {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+  // Token counts on both sides of every few-token threshold
+  // (q8_decode_max_tokens) and of the panel widths; rows not multiples of 4
+  // or 8; for 32-blocks also odd block counts (kernels that take blocks in pairs).
+  const std::vector<Shape> shapes = {{37, 256, 1}, {19, 512, 3},  {21, 512, 6},   {64, 256, 8},
+                                     {9, 256, 9},  {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+  const std::vector<Shape> odd_blocks = {{13, 96, 1}, {6, 160, 2}, {11, 224, 20}};
   for (WeightType type : kQ8Formats)
-    for (const Shape& s : shapes) {
-      const Matrix m = random_matrix(type, s.rows, s.cols, rng);
-      const auto x = random_activations(s.tokens * s.cols, rng);
-      const auto expected = run(m.w, x, s.tokens, 1, Isa::Scalar);
-      for (Isa isa : supported_isas())
-        for (int threads : {1, 2, 3}) {
-          const auto y = run(m.w, x, s.tokens, threads, isa);
-          ASSERT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4))
-              << weight_type_name(type) << " " << s.rows << "x" << s.cols << " tokens " << s.tokens << " isa "
-              << isa_name(isa) << " threads " << threads;
-        }
-    }
+    for (const std::vector<Shape>& list : {shapes, weight_block_elements(type) == 32 ? odd_blocks : std::vector<Shape>{}})
+      for (const Shape& s : list) {
+        const auto [m, x] = random_problem(type, s.rows, s.cols, s.tokens, rng);
+        const auto expected = run(m.w, x, s.tokens, 1, Isa::Scalar);
+        for (Isa isa : supported_isas())
+          for (int threads : {1, 2, 3}) {
+            const auto y = run(m.w, x, s.tokens, threads, isa);
+            ASSERT_EQ(0, std::memcmp(y.data(), expected.data(), y.size() * 4))
+                << weight_type_name(type) << " " << s.rows << "x" << s.cols << " tokens " << s.tokens << " isa "
+                << isa_name(isa) << " threads " << threads;
+          }
+      }
 }
 
 // ---- (b) a token's result does not depend on the batch around it -----------
@@ -323,8 +338,7 @@ TEST(MatmulQ8, TokenAloneEqualsTokenInsideABatchOf37) {
   std::mt19937 rng(77);
   for (WeightType type : kQ8Formats) {
     const int64_t cols = 512, rows = 23, tokens = 37;
-    const Matrix m = random_matrix(type, rows, cols, rng);
-    const auto x = random_activations(tokens * cols, rng);
+    const auto [m, x] = random_problem(type, rows, cols, tokens, rng);
     for (Isa isa : supported_isas()) {
       const auto batch = run(m.w, x, tokens, 2, isa);
       for (int64_t t : {int64_t(0), int64_t(16), int64_t(36)}) {
@@ -349,8 +363,7 @@ TEST(MatmulQ8, CloseToTheExactProduct) {
   std::mt19937 rng(5);
   for (WeightType type : kQ8Formats) {
     const int64_t cols = 1024, rows = 16, tokens = 4;
-    const Matrix m = random_matrix(type, rows, cols, rng);
-    const auto x = random_activations(tokens * cols, rng);
+    const auto [m, x] = random_problem(type, rows, cols, tokens, rng);
     const auto y = run(m.w, x, tokens, 1, Isa::Scalar);
     double worst = 0;
     std::vector<float> wr(static_cast<size_t>(cols));
@@ -376,8 +389,7 @@ TEST(MatmulQ8, FloatFormatsForwardToMatmul) {
   std::mt19937 rng(8);
   for (WeightType type : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
     EXPECT_FALSE(q8_applies(type));
-    const Matrix m = random_matrix(type, 7, 48, rng);
-    const auto x = random_activations(2 * 48, rng);
+    const auto [m, x] = random_problem(type, 7, 48, 2, rng);
     ThreadPool pool(1);
     std::vector<float> expected(14);
     matmul(m.w, x.data(), 48, 2, expected.data(), 7, pool, Isa::Scalar);

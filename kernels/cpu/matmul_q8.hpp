@@ -37,12 +37,19 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
                int64_t y_stride, ThreadPool& pool, Isa isa);
 
 namespace detail {
-// Up to this many tokens the SIMD kernels run Q8_0, Q4_K and Q6_K rows with
-// one row per lane (matmul_q8_decode_kernel.hpp) and need no token panels.
-constexpr int64_t kQ8DecodeMaxTokens = 4;
-inline bool q8_decode_path(WeightType t, int64_t n_tokens) {
-  return n_tokens <= kQ8DecodeMaxTokens && (t == WeightType::Q8_0 || t == WeightType::Q4_K || t == WeightType::Q6_K);
+// Up to a few tokens the SIMD kernels run Q8_0, Q4_K and Q6_K rows with one
+// row per lane (matmul_q8_decode_kernel.hpp), which reads each token's
+// weights again from the cache, and need no token panels; past the count
+// where 16-lane panels win (measured on Zen 4), they use the panels.
+inline int64_t q8_decode_max_tokens(WeightType t) {
+  switch (t) {
+    case WeightType::Q8_0: return 2;
+    case WeightType::Q4_K: return 6;
+    case WeightType::Q6_K: return 8;
+    default: return 0;
+  }
 }
+inline bool q8_decode_path(WeightType t, int64_t n_tokens) { return n_tokens <= q8_decode_max_tokens(t); }
 
 // One kernel's serial work: rows [r0, r1) of w for every token of a (the
 // SIMD kernels read the same activations laid out as panels).

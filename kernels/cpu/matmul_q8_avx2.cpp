@@ -4,21 +4,11 @@
 // 127, no saturation), then pairs to int32 (vpmaddwd): exact.
 #include <immintrin.h>
 
-#include <cstring>
-
-#include "kernels/cpu/matmul_q8.hpp"
-#include "kernels/cpu/matmul_q8_decode_kernel.hpp"
-#include "kernels/cpu/matmul_q8_panel_kernel.hpp"
+#include "kernels/cpu/matmul_q8_simd.hpp"
 
 namespace kvg::detail {
 
 namespace {
-
-inline int32_t load4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 struct Avx2Vec {
   static constexpr int kLanes = 8;
@@ -34,7 +24,7 @@ struct Avx2Vec {
   // Group g's 4 weights and their magnitudes, in every lane.
   struct Weights { I v, abs; };
   static Weights weights4(const Q8Unpacked& u, int g) {
-    return {_mm256_set1_epi32(load4(u.v + 4 * g)), _mm256_set1_epi32(load4(u.absv + 4 * g))};
+    return {_mm256_set1_epi32(load_i32(u.v + 4 * g)), _mm256_set1_epi32(load_i32(u.absv + 4 * g))};
   }
   static I dot4(I acc, I panel, Weights w) {
     const I pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(panel, w.v));
@@ -67,12 +57,7 @@ struct Avx2Dot {
 
 void matmul_q8_block_avx2(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
                           int64_t r1, float* y, int64_t y_stride) {
-  with_weight_type(w.type, [&](auto type) {
-    constexpr WeightType kType = decltype(type)::value;
-    if constexpr (kQ8DecodeKernel<kType>)
-      if (q8_decode_path(kType, a.n_tokens)) return decode_matmul<Avx2Dot, kType>(w, a, r0, r1, y, y_stride);
-    panel_matmul<Avx2Vec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
-  });
+  q8_simd_rows<Avx2Vec, Avx2Dot>(w, a, panels, r0, r1, y, y_stride);
 }
 
 }  // namespace kvg::detail

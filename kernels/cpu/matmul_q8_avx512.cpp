@@ -5,21 +5,13 @@
 // correction 128 * Σ scale_j Σ v removes the offset, exactly.
 #include <immintrin.h>
 
-#include <cstring>
+#include <algorithm>
 
-#include "kernels/cpu/matmul_q8.hpp"
-#include "kernels/cpu/matmul_q8_decode_kernel.hpp"
-#include "kernels/cpu/matmul_q8_panel_kernel.hpp"
+#include "kernels/cpu/matmul_q8_simd.hpp"
 
 namespace kvg::detail {
 
 namespace {
-
-inline int32_t load4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 struct Avx512VnniVec {
   static constexpr int kLanes = 16;
@@ -32,7 +24,7 @@ struct Avx512VnniVec {
   static I load(const void* p) { return _mm512_loadu_si512(p); }
   static I add(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mul_scalar(I a, int32_t s) { return _mm512_mullo_epi32(a, _mm512_set1_epi32(s)); }
-  static I weights4(const Q8Unpacked& u, int g) { return _mm512_set1_epi32(load4(u.v + 4 * g)); }
+  static I weights4(const Q8Unpacked& u, int g) { return _mm512_set1_epi32(load_i32(u.v + 4 * g)); }
   static I dot4(I acc, I panel, I weights) { return _mm512_dpbusd_epi32(acc, panel, weights); }
   static I madd_pairs(I acc, I pairs, int32_t pair) { return _mm512_dpwssd_epi32(acc, pairs, _mm512_set1_epi32(pair)); }
   static F zerof() { return _mm512_setzero_ps(); }
@@ -54,16 +46,90 @@ struct VnniDot {
   }
 };
 
+// Few-token Q8_0 on zmm registers: two blocks of a row per vpdpbusd (their
+// lanes kept apart: lanes 0-7 block b, 8-15 block b + 1), so one transposing
+// tree sums 16 row blocks, and the eight rows' block scales come in by one
+// gather per block. The float steps are decode_rows8's, block b then b + 1.
+inline __m512i sum_lanes8x2(const __m512i v[8]) {
+  __m512i pair[4], quad[2];
+  for (int i = 0; i < 4; ++i)
+    pair[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)  // 128-bit chunk k of quad[i]: rows 4i..4i+3, sums of lanes 4k..4k+3
+    quad[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[2 * i], pair[2 * i + 1]),
+                               _mm512_unpackhi_epi64(pair[2 * i], pair[2 * i + 1]));
+  const __m512i even = _mm512_shuffle_i64x2(quad[0], quad[1], _MM_SHUFFLE(2, 0, 2, 0));
+  const __m512i odd = _mm512_shuffle_i64x2(quad[0], quad[1], _MM_SHUFFLE(3, 1, 3, 1));
+  // [rows 0-3 of b, rows 0-3 of b+1, rows 4-7 of b, rows 4-7 of b+1] -> [rows 0-7 of b | rows 0-7 of b+1]
+  const __m512i sums = _mm512_add_epi32(even, odd);
+  return _mm512_shuffle_i64x2(sums, sums, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// The f16 d of block b of the eight rows (row r at rows0 + offsets[r]).
+inline __m256 q8_0_scales(const uint8_t* rows0, __m256i offsets, int64_t b) {
+  const __m256i words = _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows0 + b * 34), offsets, 1);
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(words));  // the low 16 bits of each: d
+}
+
+void q8_0_decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0, int n_rows, float* y,
+                       int64_t y_stride) {
+  const uint8_t* rows[8];
+  alignas(32) int32_t offsets[8];
+  for (int r = 0; r < 8; ++r) {  // a short group repeats its last row
+    rows[r] = w.row(r0 + std::min(r, n_rows - 1));
+    offsets[r] = int32_t(rows[r] - rows[0]);
+  }
+  const __m256i offsets_v = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  const int64_t nb = a.blocks();
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
+    const int8_t* q = a.q_row(t);
+    const int16_t* sums16 = a.sums16_row(t);
+    const float* dx = a.dx_row(t);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const __m512i qv = _mm512_loadu_si512(q + 32 * b);
+      __m512i lanes[8];
+#pragma GCC unroll 8
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* block = rows[r] + b * 34;
+        _mm_prefetch(reinterpret_cast<const char*>(block + 512), _MM_HINT_T0);
+        const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load32(block + 2)), load32(block + 36), 1);
+        lanes[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, flip), qv);  // + 128 * Σ q
+      }
+      const int32_t s0 = VnniDot::kS8Bias * (sums16[2 * b] + sums16[2 * b + 1]);
+      const int32_t s1 = VnniDot::kS8Bias * (sums16[2 * b + 2] + sums16[2 * b + 3]);
+      const __m512i i1 = _mm512_sub_epi32(
+          sum_lanes8x2(lanes), _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(s0)), _mm256_set1_epi32(s1), 1));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_castsi512_si256(i1)),
+                            _mm256_mul_ps(q8_0_scales(rows[0], offsets_v, b), _mm256_set1_ps(dx[b])), acc);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(i1, 1)),
+                            _mm256_mul_ps(q8_0_scales(rows[0], offsets_v, b + 1), _mm256_set1_ps(dx[b + 1])), acc);
+    }
+    if (b < nb) {  // an odd last block
+      __m256i lanes[8];
+      for (int r = 0; r < 8; ++r)
+        lanes[r] = VnniDot::dot_s8s8(_mm256_setzero_si256(), load32(rows[r] + b * 34 + 2), load32(q + 32 * b));
+      const int32_t s0 = VnniDot::kS8Bias * (sums16[2 * b] + sums16[2 * b + 1]);
+      const __m256i i1 = _mm256_sub_epi32(sum_lanes8(lanes), _mm256_set1_epi32(s0));
+      const __m256 scale = _mm256_mul_ps(q8_0_scales(rows[0], offsets_v, b), _mm256_set1_ps(dx[b]));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), scale, acc);
+    }
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc);
+    for (int r = 0; r < n_rows; ++r) y[t * y_stride + r0 + r] = out[r];
+  }
+}
+
 }  // namespace
 
 void matmul_q8_block_avx512(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
                             int64_t r1, float* y, int64_t y_stride) {
-  with_weight_type(w.type, [&](auto type) {
-    constexpr WeightType kType = decltype(type)::value;
-    if constexpr (kQ8DecodeKernel<kType>)
-      if (q8_decode_path(kType, a.n_tokens)) return decode_matmul<VnniDot, kType>(w, a, r0, r1, y, y_stride);
-    panel_matmul<Avx512VnniVec>(w, panels, a.n_tokens, r0, r1, y, y_stride);
-  });
+  if (w.type == WeightType::Q8_0 && q8_decode_path(w.type, a.n_tokens)) {
+    for (int64_t r = r0; r < r1; r += 8) q8_0_decode_rows8(w, a, r, int(std::min<int64_t>(8, r1 - r)), y, y_stride);
+    return;
+  }
+  q8_simd_rows<Avx512VnniVec, VnniDot>(w, a, panels, r0, r1, y, y_stride);
 }
 
 }  // namespace kvg::detail

@@ -34,69 +34,88 @@ constexpr bool kQ8DecodeKernel = kType == WeightType::Q8_0 || kType == WeightTyp
 
 // One row block's contribution before the lanes are summed.
 struct RowBlockTerms {
-  __m256i i1;    // lanes summing to I1 (Q8_0: plus D::kS8Bias * S)
-  int32_t i2;    // I2 where the format has one
+  __m256i i1;  // lanes summing to I1 (Q8_0: plus D::kS8Bias * S)
+  __m256i i2;  // lanes summing to I2 where the format has one
   float d, d2;
+};
+
+// One token's block b, shared by the rows of a group.
+struct BlockActs {
+  const int8_t* q;       // the block's int8 values
+  const int16_t* sums16; // its sums of 16
+  __m256i s32;           // Q4_K: the 8 sums of 32, one per lane
 };
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// Lanes each holding a sum of 4 products below 2^15 in magnitude, times a
+// scale per lane (as int16 pairs (scale, 0)): one vpmaddwd, exact.
+inline __m256i scale_small_lanes(__m256i p, __m256i scale_pairs) { return _mm256_madd_epi16(p, scale_pairs); }
+
 template <class D, WeightType kType>
-inline RowBlockTerms row_block_terms(const uint8_t* block, const int8_t* q, const int16_t* sums16) {
+inline RowBlockTerms row_block_terms(const uint8_t* block, const BlockActs& a) {
   RowBlockTerms t;
-  t.i2 = 0;
   t.d2 = 0.0f;
   if constexpr (kType == WeightType::Q8_0) {
-    t.i1 = D::dot_s8s8(_mm256_setzero_si256(), load32(block + 2), load32(q));
+    t.i1 = D::dot_s8s8(_mm256_setzero_si256(), load32(block + 2), load32(a.q));
     t.d = f16(block);
   } else if constexpr (kType == WeightType::Q4_K) {
-    // Scales and mins of the 8 sub-blocks of 32 (the 12 packed bytes as
-    // three words, as q8_unpack.hpp reads them).
+    // The 8 scales and 8 mins (6 bits each) from the 12 packed bytes read as
+    // three words, as q8_unpack.hpp reads them; one int32 lane each.
     uint32_t w[3];
     std::memcpy(w, block + 4, 12);
-    const uint32_t scales[2] = {w[0] & 0x3f3f3f3fu, (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)};
-    const uint32_t mins[2] = {w[1] & 0x3f3f3f3fu, ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)};
+    const uint64_t scales8 = uint64_t(w[0] & 0x3f3f3f3fu) |
+                             uint64_t((w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)) << 32;
+    const uint64_t mins8 = uint64_t(w[1] & 0x3f3f3f3fu) |
+                           uint64_t(((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)) << 32;
+    const __m256i scales = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(scales8)));
     const __m256i mask = _mm256_set1_epi8(0x0f);
     __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {  // 32 bytes: sub-block 2c in the low nibbles, 2c + 1 in the high
       const __m256i bytes = load32(block + 16 + 32 * c);
-      const __m256i lo = D::dot_u8s8(_mm256_setzero_si256(), _mm256_and_si256(bytes, mask), load32(q + 64 * c));
+      // Each lane: 4 products of at most 15 * 127, so the int16 scaling is exact.
+      const __m256i lo = D::dot_u8s8(_mm256_setzero_si256(), _mm256_and_si256(bytes, mask), load32(a.q + 64 * c));
       const __m256i hi = D::dot_u8s8(_mm256_setzero_si256(), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask),
-                                     load32(q + 64 * c + 32));
-      const int j = 2 * c;
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lo, _mm256_set1_epi32(int((scales[j / 4] >> (8 * (j % 4))) & 0xff))));
-      acc = _mm256_add_epi32(
-          acc, _mm256_mullo_epi32(hi, _mm256_set1_epi32(int((scales[(j + 1) / 4] >> (8 * ((j + 1) % 4))) & 0xff))));
+                                     load32(a.q + 64 * c + 32));
+      acc = _mm256_add_epi32(acc, scale_small_lanes(lo, _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(2 * c))));
+      acc = _mm256_add_epi32(acc, scale_small_lanes(hi, _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32(2 * c + 1))));
     }
     t.i1 = acc;
-    for (int j = 0; j < 8; ++j) t.i2 += int32_t((mins[j / 4] >> (8 * (j % 4))) & 0xff) * (sums16[2 * j] + sums16[2 * j + 1]);
+    t.i2 = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mins8))), a.s32);  // lane j: min_j S_j
     t.d = f16(block);
     t.d2 = f16(block + 2);
   } else {
     static_assert(kType == WeightType::Q6_K);
     // q6 in [0, 63] as unsigned bytes: Σ (q6 - 32) q = Σ q6 q - 32 S over
     // each sub-block of 16, so I1 = Σ_j sc_j Σ q6 q - 32 Σ_j sc_j S_j.
-    const int8_t* sc = reinterpret_cast<const int8_t*>(block + 192);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)));
     const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
     __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      const __m256i a = load32(block + 64 * h), b = load32(block + 64 * h + 32), hb = load32(block + 128 + 32 * h);
+      const __m256i a0 = load32(block + 64 * h), b0 = load32(block + 64 * h + 32), hb = load32(block + 128 + 32 * h);
       const __m256i q6[4] = {
-          _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_slli_epi16(_mm256_and_si256(hb, low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(b, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+          _mm256_or_si256(_mm256_and_si256(a0, low4), _mm256_slli_epi16(_mm256_and_si256(hb, low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(b0, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a0, 4), low4),
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b0, 4), low4),
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), low2), 4))};
-      for (int k = 0; k < 4; ++k) {  // elements [128h + 32k, +32): sub-blocks 8h + 2k, 8h + 2k + 1
-        const __m256i p = D::dot_u8s8(_mm256_setzero_si256(), q6[k], load32(q + 128 * h + 32 * k));
-        const int j = 8 * h + 2 * k;
-        const __m256i scale = _mm256_set_m128i(_mm_set1_epi32(sc[j + 1]), _mm_set1_epi32(sc[j]));
-        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(p, scale));
+      // This half's 8 scales (int16) in both 128-bit halves of the register.
+      const __m256i half_scales = _mm256_permute4x64_epi64(sc16, h ? 0xee : 0x44);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {  // elements [128h + 32k, +32): sub-blocks 8h + 2k (lanes 0-3), 8h + 2k + 1 (4-7)
+        const __m256i p = D::dot_u8s8(_mm256_setzero_si256(), q6[k], load32(a.q + 128 * h + 32 * k));
+        // (scale, 0) pairs: bytes 4k, 4k+1 of the half's scales for lanes 0-3, 4k+2, 4k+3 for lanes 4-7.
+        const char lo0 = char(4 * k), lo1 = char(4 * k + 1), hi0 = char(4 * k + 2), hi1 = char(4 * k + 3), z = char(0x80);
+        const __m256i pick = _mm256_setr_epi8(lo0, lo1, z, z, lo0, lo1, z, z, lo0, lo1, z, z, lo0, lo1, z, z,
+                                              hi0, hi1, z, z, hi0, hi1, z, z, hi0, hi1, z, z, hi0, hi1, z, z);
+        // Each lane: 4 products of at most 63 * 127, so the int16 scaling is exact.
+        acc = _mm256_add_epi32(acc, scale_small_lanes(p, _mm256_shuffle_epi8(half_scales, pick)));
       }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256i sc_s = _mm256_madd_epi16(sc16, load32(sums16));  // Σ_j sc_j S_j, in 8 lanes
+    const __m256i sc_s = _mm256_madd_epi16(sc16, load32(a.sums16));  // Σ_j sc_j S_j, in 8 lanes
     t.i1 = _mm256_sub_epi32(acc, _mm256_slli_epi32(sc_s, 5));
     t.d = f16(block + 208);
   }
@@ -127,22 +146,25 @@ void decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0, int
     const float* dx = a.dx_row(t);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.blocks(); ++b) {
-      __m256i lanes[8];
-      alignas(32) int32_t i2[8];
+      BlockActs acts{q + b * W::kBlock, sums16 + b * (W::kBlock / 16), _mm256_setzero_si256()};
+      if constexpr (kType == WeightType::Q4_K) acts.s32 = _mm256_madd_epi16(load32(acts.sums16), _mm256_set1_epi16(1));
+      __m256i lanes1[8], lanes2[8];
       alignas(32) float d[8], d2[8];
+#pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
-        const RowBlockTerms terms = row_block_terms<D, kType>(rows[r] + b * W::kBytes, q + b * W::kBlock,
-                                                              sums16 + b * (W::kBlock / 16));
-        lanes[r] = terms.i1, i2[r] = terms.i2, d[r] = terms.d, d2[r] = terms.d2;
+        // Eight row streams: the hardware prefetcher alone leaves decode
+        // waiting on memory, so ask for each row's data ~512 bytes ahead.
+        _mm_prefetch(reinterpret_cast<const char*>(rows[r] + b * W::kBytes + 512), _MM_HINT_T0);
+        const RowBlockTerms terms = row_block_terms<D, kType>(rows[r] + b * W::kBytes, acts);
+        lanes1[r] = terms.i1, lanes2[r] = terms.i2, d[r] = terms.d, d2[r] = terms.d2;
       }
-      __m256i i1 = sum_lanes8(lanes);
+      __m256i i1 = sum_lanes8(lanes1);
       if constexpr (kType == WeightType::Q8_0 && D::kS8Bias != 0)
-        i1 = _mm256_sub_epi32(i1, _mm256_set1_epi32(D::kS8Bias * (sums16[2 * b] + sums16[2 * b + 1])));
+        i1 = _mm256_sub_epi32(i1, _mm256_set1_epi32(D::kS8Bias * (acts.sums16[0] + acts.sums16[1])));
       const __m256 dxv = _mm256_set1_ps(dx[b]);
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(_mm256_load_ps(d), dxv), acc);
       if constexpr (W::kSecond == Q8Second::MinusMins)  // -(I2 * (dmin * dx)) + acc, one rounding
-        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(i2))),
-                               _mm256_mul_ps(_mm256_load_ps(d2), dxv), acc);
+        acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(sum_lanes8(lanes2)), _mm256_mul_ps(_mm256_load_ps(d2), dxv), acc);
     }
     alignas(32) float out[8];
     _mm256_store_ps(out, acc);

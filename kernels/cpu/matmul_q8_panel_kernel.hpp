@@ -35,7 +35,7 @@ constexpr int kQ8PanelsPerTile = 4;
 // [p0, p0 + NP): each group's panel vectors and weight broadcasts are loaded
 // once for all R x NP products.
 template <class V, WeightType kType, int R, int NP>
-inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8Unpacked* u, typename V::I (*i1)[NP],
+[[gnu::always_inline]] inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8Unpacked* u, typename V::I (*i1)[NP],
                              typename V::I (*i2)[NP]) {
   using W = Q8Weights<kType>;
   using I = typename V::I;
@@ -86,7 +86,7 @@ inline void panel_block_ints(const Q8Panels& pn, int64_t p0, int64_t b, const Q8
 
 // acc += block b's terms, in the spec's order, for every lane.
 template <class V, WeightType kType>
-inline typename V::F panel_block_update(typename V::F acc, typename V::I i1, typename V::I i2, typename V::F dx,
+[[gnu::always_inline]] inline typename V::F panel_block_update(typename V::F acc, typename V::I i1, typename V::I i2, typename V::F dx,
                                         const Q8Unpacked& u) {
   using W = Q8Weights<kType>;
   acc = V::fmadd(V::cvt(i1), V::mulf(dx, u.d), acc);
@@ -120,13 +120,17 @@ void panel_tile(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int
       for (int r = 0; r < R; ++r) acc[r][p] = panel_block_update<V, kType>(acc[r][p], i1[r][p], i2[r][p], dx, u[r]);
     }
   }
-  alignas(64) float lanes[V::kLanes];
+  // Token by token, each token's R results side by side (one cache line).
+  alignas(64) float lanes[NP][R][V::kLanes];
   for (int p = 0; p < NP; ++p)
-    for (int r = 0; r < R; ++r) {
-      V::storef(lanes, acc[r][p]);
-      const int64_t t0 = (p0 + p) * V::kLanes;
-      for (int l = 0; l < V::kLanes && t0 + l < n_tokens; ++l) y[(t0 + l) * y_stride + r0 + r] = lanes[l];
+    for (int r = 0; r < R; ++r) V::storef(lanes[p][r], acc[r][p]);
+  for (int p = 0; p < NP; ++p) {
+    const int64_t t0 = (p0 + p) * V::kLanes;
+    for (int l = 0; l < V::kLanes && t0 + l < n_tokens; ++l) {
+      float* out = y + (t0 + l) * y_stride + r0;
+      for (int r = 0; r < R; ++r) out[r] = lanes[p][r][l];
     }
+  }
 }
 
 template <class V, WeightType kType, int R>

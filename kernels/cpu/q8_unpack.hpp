@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/kquant_chunk_sse.hpp"
 #include "kernels/cpu/q8_weight_ints.hpp"
@@ -29,6 +30,13 @@ struct alignas(64) Q8Unpacked {
   int32_t correction; // offset * Σ_j scale_j Σ_{e in j} v[e]: what q + offset adds to I1
   float d, d2;
 };
+
+// 4 bytes as one int32 (to broadcast a group of 4 weights).
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 inline int32_t hsum_sad(__m256i sad) {  // the four 64-bit sums of _mm256_sad_epu8
   const __m128i s = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
@@ -113,8 +121,8 @@ inline void unpack_block(const uint8_t* block, Q8Unpacked& u) {
     }
     u.correction = kOffset * c;
   }
-  u.d = W::d(block);
-  if constexpr (W::kSecond != Q8Second::None) u.d2 = W::d2(block);
+  u.d = f16(block + W::kDAt);  // F16C: the same value as W::d, without its branches
+  if constexpr (W::kSecond != Q8Second::None) u.d2 = f16(block + W::kD2At);
 }
 
 }  // namespace
