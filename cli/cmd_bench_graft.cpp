@@ -3,7 +3,6 @@
 // Every row also proves the saving is free: the following token's logits from
 // the grafted context must equal the monolithic recompute's, byte for byte.
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/bench_support.hpp"
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
@@ -29,57 +29,12 @@ namespace {
 // The store's own copy chunk, so plain I/O issues the same-sized syscalls.
 constexpr size_t kIoChunk = size_t(1) << 20;
 
-// A private directory for the bench's store and files; removed with all it
-// holds when the bench ends, on error too.
-class TempDir {
- public:
-  explicit TempDir(const std::string& parent) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) throw Error(ErrorCode::Io, "cannot create directory '" + parent + "': " + ec.message());
-    std::string tmpl = parent + "/kvg-bench-graft-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) throw Error(ErrorCode::Io, "cannot create a temporary directory in '" + parent + "'");
-    path_ = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // 64, 128, 256, ... below `limit` - 1, then `limit` - 1 itself: the longest
 // prefix that still leaves room for the following token.
 std::vector<int64_t> default_lengths(int64_t limit) {
   std::vector<int64_t> out;
   for (int64_t n = 64; n < limit - 1; n *= 2) out.push_back(n);
   out.push_back(limit - 1);
-  return out;
-}
-
-std::vector<int64_t> parse_lengths(const std::string& text, int64_t limit) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t end = std::min(text.find(',', pos), text.size());
-    int64_t n = 0;
-    const auto [ptr, ec] = std::from_chars(text.data() + pos, text.data() + end, n);
-    if (ec != std::errc() || ptr != text.data() + end)
-      throw Error(ErrorCode::InvalidArgument, "--lengths must be comma-separated integers, got '" + text + "'");
-    if (n < 1 || n > limit - 1)
-      throw Error(ErrorCode::InvalidArgument, "prefix length " + std::to_string(n) + " is outside 1.." +
-                                                  std::to_string(limit - 1) + " (the context holds " +
-                                                  std::to_string(limit) + " positions, one is for the next token)");
-    out.push_back(n);
-    pos = end + 1;
-  }
   return out;
 }
 
@@ -192,7 +147,7 @@ int cmd_bench_graft(const Args& args) {
   for (int64_t i = 1; i <= longest; ++i)
     prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(n_vocab - 3)) + 3;
 
-  const TempDir dir(args.opt("store").value_or("/tmp"));
+  const TempDir dir(args.opt("store").value_or("/tmp"), "kvg-bench-graft");
   FileStore store(dir.path() + "/store");
   const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
 

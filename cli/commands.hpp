@@ -35,6 +35,7 @@ int cmd_chat(const Args& args);
 int cmd_bench(const Args& args);
 int cmd_bench_graft(const Args& args);
 int cmd_bench_compose(const Args& args);
+int cmd_bench_mapped(const Args& args);
 int cmd_bench_store(const Args& args);
 int cmd_synth(const Args& args);
 int cmd_capture(const Args& args);

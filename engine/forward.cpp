@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "engine/mapped_kv.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -189,7 +190,9 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
       std::copy_n(&s.v[size_t(t * kv_width)], kv_width, cache_.v(l, p0 + t));
     }
-    const KvLayout layer_kv{cache_.k(l, 0), cache_.v(l, 0), kv_width, 0};
+    const int64_t held = cache_.first_position();  // positions before it are mapped
+    const KvLayout layer_kv{cache_.k(l, held), cache_.v(l, held), kv_width, 0,
+                            mapped_ ? mapped_->layer(l) : std::span<const KvSegment>()};
     pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
@@ -224,6 +227,7 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     add_residual(w.ffn_post_norm, n, isa);
     // The file truncated under the call: this layer read zeros, stop here.
     model_->check_weights_intact();
+    if (mapped_) mapped_->check_intact();
   }
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 
@@ -293,6 +297,9 @@ void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor 
 
 void Session::truncate(int64_t n) {
   if (n < 0 || n > n_past()) throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + " is outside [0, n_past]");
+  if (n < mapped_end())
+    throw Error(ErrorCode::InvalidArgument, "truncate to " + std::to_string(n) + ": positions below " +
+                                                std::to_string(mapped_end()) + " are mapped from artifacts");
   tokens_.resize(size_t(n));
   if (cuda_) cuda_->truncate(n);
 }
@@ -300,6 +307,19 @@ void Session::truncate(int64_t n) {
 void Session::append_grafted(std::span<const int32_t> tokens) {
   check_tokens(tokens);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Session::map_prefix(std::shared_ptr<const MappedKv> mapped) {
+  if (cuda_)
+    throw Error(ErrorCode::Unsupported, "mapped KV runs on the CPU, and this session runs on CUDA: use device cpu "
+                                        "(or graft the chain into the resident cache)");
+  if (n_past() != 0)
+    throw Error(ErrorCode::InvalidArgument, "mapped KV starts at position 0, but the context already holds " +
+                                                std::to_string(n_past()) + " positions");
+  check_tokens(mapped->tokens());
+  cache_.hold_from(mapped->n_tokens());
+  tokens_ = mapped->tokens();
+  mapped_ = std::move(mapped);
 }
 
 }  // namespace kvg

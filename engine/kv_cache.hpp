@@ -24,17 +24,30 @@ class KvCache {
   int row_floats() const { return row_floats_; }
   int64_t max_positions() const { return max_positions_; }
 
-  // Makes positions [0, n) addressable (grows in steps; contents kept).
+  // Positions below `first` are not held here: the session reads them from
+  // mapped artifacts (engine/mapped_kv.hpp), so they take no memory and do
+  // not count against the bound. Only before anything is reserved.
+  void hold_from(int64_t first);
+  int64_t first_position() const { return first_; }
+  // Bytes the rows held take now (reserved, not only filled).
+  int64_t held_bytes() const { return bytes_for(reserved_ - first_); }
+
+  // Makes positions [first_position(), n) addressable (grows in steps; contents kept).
   void reserve(int64_t n);
-  float* k(int layer, int64_t position) { return k_[size_t(layer)].data() + position * row_floats_; }
-  float* v(int layer, int64_t position) { return v_[size_t(layer)].data() + position * row_floats_; }
-  const float* k(int layer, int64_t position) const { return k_[size_t(layer)].data() + position * row_floats_; }
-  const float* v(int layer, int64_t position) const { return v_[size_t(layer)].data() + position * row_floats_; }
+  float* k(int layer, int64_t position) { return k_[size_t(layer)].data() + (position - first_) * row_floats_; }
+  float* v(int layer, int64_t position) { return v_[size_t(layer)].data() + (position - first_) * row_floats_; }
+  const float* k(int layer, int64_t position) const {
+    return k_[size_t(layer)].data() + (position - first_) * row_floats_;
+  }
+  const float* v(int layer, int64_t position) const {
+    return v_[size_t(layer)].data() + (position - first_) * row_floats_;
+  }
 
  private:
   int row_floats_;
   int64_t max_positions_;
-  int64_t reserved_ = 0;
+  int64_t first_ = 0;
+  int64_t reserved_ = 0;  // positions [first_, reserved_) are allocated
   int64_t max_bytes_ = 0;
   const char* limit_name_;
   std::vector<std::vector<float>> k_, v_;

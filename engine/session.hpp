@@ -22,6 +22,8 @@
 
 namespace kvg {
 
+class MappedKv;
+
 struct EngineOptions {
   // The arithmetic (engine/recipe.hpp): every artifact this session captures
   // and every graft into it is of this recipe.
@@ -84,6 +86,13 @@ class Session {
   // that has already written their KV rows.
   void append_grafted(std::span<const int32_t> tokens);
 
+  // Makes `mapped`'s positions [0, n) this empty session's first positions,
+  // read in place by attention; the cache then holds positions n.. only
+  // (engine/mapped_kv.hpp: use graft_mapped()). CPU sessions only.
+  void map_prefix(std::shared_ptr<const MappedKv> mapped);
+  // Positions below this are read from the mapped chain (0: none).
+  int64_t mapped_end() const { return cache_.first_position(); }
+
  private:
   struct Scratch;
   void check_tokens(std::span<const int32_t> tokens) const;
@@ -99,6 +108,7 @@ class Session {
   KvCache cache_;
   std::vector<int32_t> tokens_;
   std::shared_ptr<Scratch> scratch_;
+  std::shared_ptr<const MappedKv> mapped_;  // the chain positions [0, mapped_end()) are read from
   // Set when the forward pass runs on a GPU (EngineOptions::device); it
   // mirrors cache_, which stays authoritative for capture and graft.
   std::shared_ptr<CudaForward> cuda_;

@@ -10,7 +10,17 @@
 #
 # Runs against the private cluster (scripts/pg-cluster.sh, started and the
 # extension installed here). Hold the lock for the whole run: every psql
-# session loads the installed kvg library anew.
+# session loads the installed kvg library anew (each session's line prints
+# the installed library's hash, so a replacement during the run shows).
+#
+# A fill commits every 25 stories and reports its progress every 500. With
+# KVG_LIBRARY_RESUME=1 a size whose database exists is not refilled from
+# scratch: its fill continues after the last committed story.
+# KVG_LIBRARY_ROUNDS=N measures every size N times, round by round, each
+# round with other probe questions (probe seed = KVG_LIBRARY_PROBE_SEED,
+# default the seed, then + 1, ...): on a shared machine one round's p99 is
+# mostly noise. Fresh probes matter for the transfer answers, which store
+# their composition the first time.
 set -euo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
@@ -25,16 +35,30 @@ session() {  # session DB FILE [psql args]: one psql session as the engine's cal
   PGOPTIONS="-c kvg.model=$model -c kvg.device=cpu" psql -X -q -d "$db" -v seed="$seed" -v ON_ERROR_STOP=1 \
     -f "$file" "$@"
 }
+library_hash() { sha256sum "$(pg_config --pkglibdir)/kvg.so" | cut -c1-16; }
 for size in "${sizes[@]}"; do
   db=kvg_library_$size
-  PGOPTIONS='-c client_min_messages=warning' psql -X -q -d postgres \
-    -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-  psql -X -q -d "$db" -c "CREATE EXTENSION kvg"
+  first=1
+  if [ "${KVG_LIBRARY_RESUME:-0}" = 1 ] &&
+     [ "$(psql -X -tA -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$db'")" = 1 ]; then
+    first=$(($(psql -X -tA -d "$db" -c "SELECT coalesce(max(story), 0) FROM public.library_learn_times") + 1))
+  else
+    PGOPTIONS='-c client_min_messages=warning' psql -X -q -d postgres \
+      -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+    psql -X -q -d "$db" -c "CREATE EXTENSION kvg"
+  fi
   start=$(date +%s)
-  session "$db" scripts/library/fill.sql -v first=1 -v stories=$((size / 2))
-  echo "$size entries learned in $(($(date +%s) - start)) s"
+  echo "$(date +%T) filling $db from story $first (kvg.so $(library_hash))"
+  if [ "$first" -le $((size / 2)) ]; then
+    session "$db" scripts/library/fill.sql -v first="$first" -v stories=$((size / 2 - first + 1))
+  fi
+  echo "$(date +%T) $size entries learned (stories $first..$((size / 2)) in $(($(date +%s) - start)) s)"
 done
-for size in "${sizes[@]}"; do
-  echo "=================== $size entries (stories260K, seed $seed) ==================="
-  session "kvg_library_$size" scripts/library/measure.sql -v samples=200 -v answers=50
+rounds=${KVG_LIBRARY_ROUNDS:-1}
+for ((round = 0; round < rounds; round++)); do
+  for size in "${sizes[@]}"; do
+    probes=$((${KVG_LIBRARY_PROBE_SEED:-$seed} + round))
+    echo "=================== $size entries (stories260K, seed $seed, probe seed $probes; $(date +%T), kvg.so $(library_hash)) ==================="
+    session "kvg_library_$size" scripts/library/measure.sql -v samples=200 -v answers=50 -v probe_seed="$probes"
+  done
 done

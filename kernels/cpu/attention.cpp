@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/portable_math.hpp"
@@ -12,6 +13,29 @@ namespace detail {
 void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
                            float* out, const AttentionExtras& extras);
 }  // namespace detail
+
+const float* KvBlockCursor::row(const float* resident, int64_t p, bool key) {
+  const int64_t resident_begin = kv_.resident_begin();
+  if (p >= resident_begin) return resident + (p - resident_begin) * kv_.row_stride + kv_.head_offset;
+  while (kv_.prefix[segment_].end <= p) ++segment_;
+  const KvSegment& s = kv_.prefix[segment_];
+  return (key ? s.k : s.v) + (p - s.begin) * kv_.row_stride + kv_.head_offset;
+}
+
+KvBlockRows KvBlockCursor::rows(int64_t start, int n) {
+  const int64_t resident_begin = kv_.resident_begin();
+  const int64_t last = start + n - 1;
+  if (start >= resident_begin) return {row(kv_.k, start, true), row(kv_.v, start, false), kv_.row_stride};
+  while (kv_.prefix[segment_].end <= start) ++segment_;
+  if (last < kv_.prefix[segment_].end) return {row(kv_.k, start, true), row(kv_.v, start, false), kv_.row_stride};
+  // Straddles a boundary: gather this head's slices, position by position.
+  const size_t at = segment_;
+  const size_t bytes = size_t(head_dim_) * sizeof(float);
+  for (int j = 0; j < n; ++j) std::memcpy(spill_k_ + j * head_dim_, row(kv_.k, start + j, true), bytes);
+  segment_ = at;  // row() moved it on; walk the same segments again for the values
+  for (int j = 0; j < n; ++j) std::memcpy(spill_v_ + j * head_dim_, row(kv_.v, start + j, false), bytes);
+  return {spill_k_, spill_v_, head_dim_};
+}
 
 void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t position, float scale,
                     float* out, Isa isa, const AttentionExtras& extras) {
@@ -25,14 +49,16 @@ void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t po
   float running_max = -INFINITY;
   float running_sum = 0.0f;
 
+  KvBlockCursor cursor(kv, head_dim);
   const int64_t lo = first_visible(position, extras.window);
   for (int64_t block = lo - lo % kAttentionBlock; block <= position; block += kAttentionBlock) {
     const int64_t start = std::max(block, lo);  // inside the edge block of a window
     const int64_t end = std::min<int64_t>(block + kAttentionBlock, position + 1);
     const int n = int(end - start);
+    const KvBlockRows rows = cursor.rows(start, n);
     float block_max = -INFINITY;
     for (int j = 0; j < n; ++j) {
-      const float* key = kv.k + (start + j) * kv.row_stride + kv.head_offset;
+      const float* key = rows.k + j * rows.stride;
       scores[j] = dot_f32(q, key, head_dim, isa) * scale;
       if (extras.softcap > 0.0f) scores[j] = softcap_f32(scores[j], extras.softcap);
       block_max = std::max(block_max, scores[j]);
@@ -44,7 +70,7 @@ void attention_head(const float* q, const KvLayout& kv, int head_dim, int64_t po
     for (int j = 0; j < n; ++j) {
       const float p = exp_f32(scores[j] - new_max);
       block_sum = block_sum + p;
-      const float* value = kv.v + (start + j) * kv.row_stride + kv.head_offset;
+      const float* value = rows.v + j * rows.stride;
       for (int d = 0; d < head_dim; ++d) block_acc[d] = block_acc[d] + p * value[d];
     }
     running_sum = running_sum * alpha + block_sum;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/isa.hpp"
 
@@ -16,11 +17,58 @@ namespace kvg {
 
 constexpr int kAttentionBlock = 32;
 
-struct KvLayout {
-  const float* k = nullptr;  // [position][row_stride]; this head's slice starts at head_offset
+// Rows of positions [begin, end) held outside the resident cache (a mapped
+// artifact link, engine/mapped_kv.hpp): position p's row starts at
+// k + (p - begin) * row_stride, with the layout's row_stride.
+struct KvSegment {
+  int64_t begin = 0, end = 0;
+  const float* k = nullptr;
   const float* v = nullptr;
+};
+
+struct KvLayout {
+  const float* k = nullptr;  // [position][row_stride] from position resident_begin(); this head's slice
+  const float* v = nullptr;  // starts at head_offset
   int64_t row_stride = 0;    // floats between consecutive positions
   int64_t head_offset = 0;   // floats from a row's start to this KV head
+  // Positions [0, resident_begin()) are read from these segments instead:
+  // sorted and contiguous from 0. Empty: every position is resident.
+  std::span<const KvSegment> prefix = {};
+
+  int64_t resident_begin() const { return prefix.empty() ? 0 : prefix.back().end; }
+};
+
+// One block's keys and values as the kernels read them: key j of the block
+// at k + j * stride (this head's slice), value j at v + j * stride.
+struct KvBlockRows {
+  const float* k;
+  const float* v;
+  int64_t stride;
+};
+
+// Finds a block's rows in a KvLayout, for blocks visited in increasing order.
+// A block inside one segment, or inside the resident rows, is read in place;
+// one that straddles a boundary has this head's slices copied into a buffer
+// here. Copying changes no value, and the kernels' arithmetic is the same
+// either way, so the bits do not depend on where the segments end.
+class KvBlockCursor {
+ public:
+  KvBlockCursor(const KvLayout& kv, int head_dim) : kv_(kv), head_dim_(head_dim) {}
+  KvBlockCursor(const KvBlockCursor&) = delete;
+  KvBlockCursor& operator=(const KvBlockCursor&) = delete;
+  // Positions [start, start + n), n <= kAttentionBlock; `start` never decreases.
+  KvBlockRows rows(int64_t start, int n);
+
+ private:
+  const float* row(const float* resident, int64_t p, bool key);  // this head's slice of p's row
+
+  const KvLayout& kv_;
+  int head_dim_;
+  size_t segment_ = 0;  // the first segment that may hold the next block
+  // Straddling blocks only (head_dim <= 512, the kernels' bound); never
+  // touched otherwise, so it costs stack address space, not time.
+  alignas(64) float spill_k_[kAttentionBlock * 512];
+  alignas(64) float spill_v_[kAttentionBlock * 512];
 };
 
 // What some architectures add to plain causal attention.

@@ -15,12 +15,11 @@ namespace kvg::detail {
 
 namespace {
 
-// Scores of keys [start, start + 16) (n valid) into out[0..16).
-void scores16(const float* q, const KvLayout& kv, int head_dim, int64_t start, int n, float scale, float* out) {
+// Scores of the n (<= 16) keys at base + i * stride into out[0..16).
+void scores16(const float* q, const float* base, int64_t stride, int head_dim, int n, float scale, float* out) {
   const __mmask16 valid = __mmask16((1u << n) - 1);
   const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(int(kv.row_stride)));
-  const float* base = kv.k + start * kv.row_stride + kv.head_offset;
+                                             _mm512_set1_epi32(int(stride)));
   __m512 lane[16];
   for (int i = 0; i < 16; ++i) lane[i] = _mm512_setzero_ps();
   for (int k = 0; k < head_dim; ++k) {
@@ -47,11 +46,14 @@ void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int
   const int chunks = (head_dim + 15) / 16;
   auto mask_of = [&](int c) { return __mmask16(head_dim - 16 * c >= 16 ? 0xffff : (1u << (head_dim - 16 * c)) - 1); };
 
+  KvBlockCursor cursor(kv, head_dim);
   const int64_t lo = first_visible(position, extras.window);
   for (int64_t block = lo - lo % kAttentionBlock; block <= position; block += kAttentionBlock) {
     const int64_t start = std::max(block, lo);  // inside the edge block of a window
     const int n = int(std::min<int64_t>(block + kAttentionBlock, position + 1) - start);
-    for (int j = 0; j < n; j += 16) scores16(q, kv, head_dim, start + j, std::min(16, n - j), scale, scores + j);
+    const KvBlockRows rows = cursor.rows(start, n);
+    for (int j = 0; j < n; j += 16)
+      scores16(q, rows.k + j * rows.stride, rows.stride, head_dim, std::min(16, n - j), scale, scores + j);
     if (extras.softcap > 0.0f)  // the scalar definition, element by element
       for (int j = 0; j < n; ++j) scores[j] = softcap_f32(scores[j], extras.softcap);
     float block_max = -INFINITY;
@@ -66,7 +68,7 @@ void attention_head_avx512(const float* q, const KvLayout& kv, int head_dim, int
       const __mmask16 m = mask_of(c);
       __m512 ab = _mm512_setzero_ps();
       for (int j = 0; j < n; ++j) {
-        const float* value = kv.v + (start + j) * kv.row_stride + kv.head_offset + 16 * c;
+        const float* value = rows.v + j * rows.stride + 16 * c;
         ab = _mm512_add_ps(ab, _mm512_mul_ps(_mm512_set1_ps(probs[j]), _mm512_maskz_loadu_ps(m, value)));
       }
       _mm512_mask_storeu_ps(block_acc + 16 * c, m, ab);

@@ -62,6 +62,7 @@ DECLARE
   q text;
   a text;
   t0 timestamptz;
+  started timestamptz := clock_timestamp();
   first int := current_setting('library.first')::int;
   n int := current_setting('library.stories')::int;
   seed int := current_setting('library.seed')::int;
@@ -77,5 +78,11 @@ BEGIN
     END LOOP;
     -- Commit in batches: each one links its audit rows and ends its large objects' locks.
     IF (i - first + 1) % 25 = 0 THEN COMMIT; END IF;
+    -- Progress, to watch a long fill (a notice reaches psql as it is raised).
+    IF (i - first + 1) % 500 = 0 THEN
+      RAISE NOTICE 'story % of %: % entries learned in % s (% ms per entry)', i, first + n - 1,
+        2 * (i - first + 1), round(extract(epoch FROM clock_timestamp() - started)),
+        round((extract(epoch FROM clock_timestamp() - started) * 1e3 / (2 * (i - first + 1)))::numeric, 1);
+    END IF;
   END LOOP;
 END $$;

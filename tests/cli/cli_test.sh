@@ -113,6 +113,9 @@ check "--compose-positional refuses a block of another model" bash -c "'$kvg' ge
 check "--compose-positional refuses a composition beyond the window" bash -c "'$kvg' generate --model '$model' --max-context 8 --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'more than the window of 8 positions'"
 check "--compose-positional and --artifact together are refused" bash -c "'$kvg' generate --model '$model' --artifact $root --compose-positional $root,$blk --store '$store' --text ' x' -n 1 2>&1 | grep -q 'not both'"
 check "bench-compose prints both tables" bash -c "'$kvg' bench-compose --model '$q8' --blocks 2 --questions 2 | grep -q 'saving' && '$kvg' bench-compose --model '$q8' --blocks 2 --questions 1 | grep -q 'first composition vs reused'"
+# Mapped KV (docs/long-context.md): stories260K stores 1,280 bytes per position; a budget of 100
+# positions refuses the resident 120-token context, the mapped one runs with the same logits.
+check "bench-mapped runs a context beyond --max-kv-memory mapped, exactly" bash -c "'$kvg' bench-mapped --model '$model' --lengths 40,120 --decode 4 --max-kv-memory 128000 >'$tmp/mapped.txt' && grep -q '^ *120 .*refused.* yes\$' '$tmp/mapped.txt' && grep -q '^ *40 .* yes\$' '$tmp/mapped.txt'"
 
 cp "$tmp/a.kvga" "$tmp/bad.kvga"
 printf '\x01' | dd of="$tmp/bad.kvga" bs=1 seek=400 conv=notrunc 2>/dev/null

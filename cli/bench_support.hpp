@@ -1,0 +1,29 @@
+// What the bench commands share: a temporary directory for their stores and
+// files, and the --lengths list of context lengths.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvg::cli {
+
+// A private directory for a bench's store and files (`name`-XXXXXX under
+// `parent`); removed with all it holds when the bench ends, on error too.
+class TempDir {
+ public:
+  TempDir(const std::string& parent, const std::string& name);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// --lengths: comma-separated prefix lengths, each in 1..limit-1 (the context
+// holds `limit` positions, one is for the next token).
+std::vector<int64_t> parse_lengths(const std::string& text, int64_t limit);
+
+}  // namespace kvg::cli
