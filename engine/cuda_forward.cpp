@@ -5,6 +5,7 @@
 // major ([position][layer][K | V][kv_width]) so that the rows of one forward
 // travel to and from the host in a single copy.
 #include "engine/cuda_forward.hpp"
+#include "engine/kv_storage.hpp"
 
 #include "common/error.hpp"
 #include "engine/session.hpp"
@@ -26,6 +27,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/kv_rounding.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/matmul_q8.hpp"
 #include "kernels/cuda/ops.hpp"
 
 namespace kvg {
@@ -95,6 +97,7 @@ struct Workspace {
   int64_t rope_capacity = 0, rope_filled = 0;
   cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
   int64_t scratch_tokens = 0, logits_rows = 0;
+  cuda::DeviceBuffer q8_activations;  // q8-portable-v1: the quantized input of each product
   cuda::PinnedBuffer kv_up, rope_up, tokens_up, down;
 };
 
@@ -144,6 +147,9 @@ struct CudaForward::Impl {
   std::shared_ptr<const Model> model;
   const ModelConfig& c;
   int64_t max_positions;
+  Recipe recipe;
+  // q8-portable-v1: block-quantized matrices multiply int8 activations.
+  bool q8 = recipe.arithmetic == Arithmetic::Q8;
   // Bound on each pinned staging buffer for KV and logits (one unit, a KV
   // position or a logits row, more if a unit alone is larger).
   size_t staging_bytes;
@@ -184,9 +190,9 @@ struct CudaForward::Impl {
   // overwritten; each forward ends with a synchronisation.
   cuda::PinnedBuffer &kv_up = ws->kv_up, &rope_up = ws->rope_up, &tokens_up = ws->tokens_up, &down = ws->down;
 
-  Impl(std::shared_ptr<const Model> m, int64_t limit, size_t staging, KvRowRounding rounding)
-      : model(std::move(m)), c(model->config()), max_positions(limit), staging_bytes(std::max<size_t>(staging, 1)),
-        kv_rounding(rounding),
+  Impl(std::shared_ptr<const Model> m, int64_t limit, Recipe r, size_t staging)
+      : model(std::move(m)), c(model->config()), max_positions(limit), recipe(r),
+        staging_bytes(std::max<size_t>(staging, 1)), kv_rounding(kv_rounding_of(r.kv)),
         resident(resident_for(model)),
         device(cuda::device_description()) {}
 
@@ -258,6 +264,18 @@ struct CudaForward::Impl {
       logits_d = cuda::DeviceBuffer(size_t(n_logits) * size_t(c.n_vocab) * sizeof(float));
       logits_rows = n_logits;
     }
+    if (q8) {  // the widest input of any product: n_embd, the attention output or n_ff
+      const size_t needed = cuda::matmul_q8_scratch_bytes(std::max({int64_t(c.n_embd), q_width, int64_t(c.n_ff)}), n);
+      if (ws->q8_activations.bytes() < needed) ws->q8_activations = cuda::DeviceBuffer(needed);
+    }
+  }
+
+  // A matrix product under the session's recipe.
+  void product(std::span<const cuda::MatmulOutput> outputs, const float* in, int64_t in_stride, int64_t n) {
+    if (q8)
+      cuda::matmul_q8(outputs, in, in_stride, n, ws->q8_activations.data(), ws->q8_activations.bytes(), stream);
+    else
+      cuda::matmul(outputs, in, in_stride, n, stream);
   }
 
   // How many units of `unit_floats` one trip through a staging buffer
@@ -371,7 +389,7 @@ struct CudaForward::Impl {
       cuda::rmsnorm(x.as<float>() + first * c.n_embd, weights->output_norm, rows, c.n_embd, c.norm_eps, xn.as<float>(),
                     stream);
       const cuda::MatmulOutput head[1] = {{weights->output, logits_d.as<float>(), c.n_vocab}};
-      cuda::matmul(head, xn.as<float>(), c.n_embd, rows, stream);
+      product(head, xn.as<float>(), c.n_embd, rows);
       if (c.final_softcap > 0) cuda::softcap_inplace(logits_d.as<float>(), c.final_softcap, rows * c.n_vocab, stream);
     }
 
@@ -430,7 +448,7 @@ struct CudaForward::Impl {
       float* k_new = k_rows(l) + p0 * S;
       float* v_new = v_rows(l) + p0 * S;
       const cuda::MatmulOutput qkv[3] = {{w.wq, q.as<float>(), q_width}, {w.wk, k_new, S}, {w.wv, v_new, S}};
-      cuda::matmul(qkv, xnf, c.n_embd, n, stream);
+      product(qkv, xnf, c.n_embd, n);
       if (c.qkv_bias) {
         cuda::add_to_rows(q.as<float>(), n, q_width, w.bq, q_width, stream);
         cuda::add_to_rows(k_new, n, S, w.bk, kv_width, stream);
@@ -447,19 +465,19 @@ struct CudaForward::Impl {
       cuda::round_kv_rows(kv_rounding, v_new, n, S, c.n_head_kv, c.head_dim, stream);
       cuda::attention(q.as<float>(), q_width, k_rows(l), v_rows(l), S, shape, p0, n, attn.as<float>(), q_width, stream);
       const cuda::MatmulOutput o[1] = {{w.wo, proj.as<float>(), c.n_embd}};
-      cuda::matmul(o, attn.as<float>(), q_width, n, stream);
+      product(o, attn.as<float>(), q_width, n);
       add_residual(w.attn_post_norm, n);
 
       // Feed-forward block (SwiGLU).
       cuda::rmsnorm(xf, w.ffn_norm, n, c.n_embd, c.norm_eps, xnf, stream);
       const cuda::MatmulOutput gate_up[2] = {{w.w_gate, gate.as<float>(), c.n_ff}, {w.w_up, up.as<float>(), c.n_ff}};
-      cuda::matmul(gate_up, xnf, c.n_embd, n, stream);
+      product(gate_up, xnf, c.n_embd, n);
       if (c.ffn_activation == FfnActivation::GeluTanh)
         cuda::geglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
       else
         cuda::swiglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
       const cuda::MatmulOutput down_proj[1] = {{w.w_down, proj.as<float>(), c.n_embd}};
-      cuda::matmul(down_proj, gate.as<float>(), c.n_ff, n, stream);
+      product(down_proj, gate.as<float>(), c.n_ff, n);
       add_residual(w.ffn_post_norm, n);
     }
   }
@@ -488,8 +506,8 @@ static std::string missing_on_gpu(const ModelConfig& c) {
   return {};
 }
 
-CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, size_t staging_bytes,
-                         KvRowRounding kv_rounding) {
+CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, Recipe recipe,
+                         size_t staging_bytes) {
   if (const std::string missing = missing_on_gpu(model->config()); !missing.empty())
     throw Error(ErrorCode::Unsupported, "CUDA forward: architecture '" + model->config().architecture + "' needs " +
                                             missing + ", which the CUDA forward pass does not implement yet "
@@ -500,7 +518,7 @@ CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positio
     throw Error(ErrorCode::Unsupported, "CUDA forward: head_dim " + std::to_string(model->config().head_dim) +
                                             " exceeds 512");
   if (max_positions <= 0) throw Error(ErrorCode::InvalidArgument, "CUDA forward: max_positions must be positive");
-  impl_ = std::make_unique<Impl>(std::move(model), max_positions, staging_bytes, kv_rounding);
+  impl_ = std::make_unique<Impl>(std::move(model), max_positions, recipe, staging_bytes);
 }
 
 CudaForward::~CudaForward() = default;
@@ -516,6 +534,7 @@ void CudaForward::truncate(int64_t n) { impl_->valid = std::min(impl_->valid, st
 int64_t CudaForward::device_positions() const { return impl_->valid; }
 int64_t CudaForward::max_positions() const { return impl_->max_positions; }
 std::string CudaForward::device_name() const { return impl_->device; }
+const Recipe& CudaForward::recipe() const { return impl_->recipe; }
 
 }  // namespace kvg
 
@@ -525,7 +544,7 @@ namespace kvg {
 
 struct CudaForward::Impl {};
 
-CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, size_t, KvRowRounding) {
+CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, Recipe, size_t) {
   throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
 }
 
@@ -540,6 +559,7 @@ void CudaForward::truncate(int64_t) {}
 int64_t CudaForward::device_positions() const { return 0; }
 int64_t CudaForward::max_positions() const { return 0; }
 std::string CudaForward::device_name() const { return {}; }
+const Recipe& CudaForward::recipe() const { return kDefaultRecipe; }
 
 }  // namespace kvg
 

@@ -1,6 +1,6 @@
-// The forward pass on a CUDA GPU, under the same f32-portable-v1 recipe as
-// the CPU forward pass (engine/forward.cpp): the same logits bits, the same
-// KV bits, for any chunking.
+// The forward pass on a CUDA GPU, under the same recipe as the CPU forward
+// pass (engine/forward.cpp), f32-portable-v1 or q8-portable-v1: the same
+// logits bits, the same KV bits, for any chunking.
 //
 // The host KvCache stays authoritative, so capture and graft keep working on
 // it unchanged. The device keeps a mirror of it: before a forward, rows of
@@ -48,16 +48,13 @@ class CudaForward {
   // tables up; the token ids' buffer is a few bytes per token), so a
   // backend's pinned memory is about kStagingBuffers * staging_bytes.
   static constexpr size_t kDefaultStagingBytes = size_t(64) << 20;
-  // The recipes the CUDA kernels compute; Session refuses the others on the
-  // GPU by name (or runs them on the CPU under Device::Auto).
-  // (Every KV storage: the kernel of kernels/cuda/kv_rounding.cu rounds new rows.)
-  static bool computes(const Recipe& recipe) { return recipe.arithmetic == Arithmetic::F32; }
+  // The CUDA kernels compute every recipe (engine/recipe.hpp): q8-portable-v1's
+  // products of block-quantized weights through kernels/cuda/matmul_q8, and
+  // every KV storage's rounding of new rows (kernels/cuda/kv_rounding.cu), as
+  // the CPU does.
   static constexpr int kStagingBuffers = 3;
-  //
-  // kv_rounding: what every new K and V row is rounded to before attention
-  // reads it (a compact KV storage, engine/kv_storage.hpp), as on the CPU.
-  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions,
-              size_t staging_bytes = kDefaultStagingBytes, KvRowRounding kv_rounding = KvRowRounding::None);
+  CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, Recipe recipe = kDefaultRecipe,
+              size_t staging_bytes = kDefaultStagingBytes);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
@@ -83,6 +80,8 @@ class CudaForward {
   int64_t max_positions() const;
   // The GPU in use, e.g. "NVIDIA H200 (sm_90, 143771 MiB)".
   std::string device_name() const;
+  // The recipe it computes (the constructor's).
+  const Recipe& recipe() const;
 
   // How many times this process has uploaded a model's weights (once per
   // Model object used on the GPU): a server checks residency with it.

@@ -39,18 +39,6 @@ struct Session::Scratch {
   }
 };
 
-namespace {
-
-// The recipes whose every step this CPU forward pass implements (both matrix
-// arithmetics, every KV storage: rows are rounded as they are written); any
-// other is refused by name rather than computed as something else.
-void check_recipe_computed(const Recipe& recipe) {
-  if (recipe.arithmetic != Arithmetic::F32 && recipe.arithmetic != Arithmetic::Q8)
-    throw Error(ErrorCode::Unsupported, "recipe " + recipe.name() + " is not implemented by this engine yet");
-}
-
-}  // namespace
-
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
@@ -62,17 +50,9 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                      : model_->config().n_ctx,
              options.max_kv_bytes, options.kv_limit_name),
       scratch_(std::make_shared<Scratch>()) {
-  check_recipe_computed(options_.recipe);
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);
   if (*choice.runs_on != Device::Cuda) return;
-  if (!CudaForward::computes(options_.recipe)) {
-    const std::string why = "recipe " + options_.recipe.name() + " is not implemented in the CUDA kernels";
-    if (options_.device != Device::Auto) throw Error(ErrorCode::Unsupported, why + ": use the CPU (device cpu or auto)");
-    fallback_ = why + ", running on the CPU";
-    note_device_fallback(fallback_);
-    return;
-  }
   // The GPU mirror is allocated for the whole context at once.
   if (options_.max_kv_bytes > 0 && cache_.bytes_for(cache_.max_positions()) > options_.max_kv_bytes)
     throw Error(ErrorCode::OutOfRange, "a context of " + std::to_string(cache_.max_positions()) + " positions needs " +
@@ -80,16 +60,16 @@ Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
                                            " bytes of KV cache on the GPU, above " + options_.kv_limit_name + " = " +
                                            std::to_string(options_.max_kv_bytes) + " bytes");
   if (options_.device != Device::Auto) {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
-                                          kv_rounding_of(options_.recipe.kv));
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.recipe,
+                                          options_.gpu_staging_bytes);
     return;
   }
   // Auto promised the CPU's bits on whichever device works: a GPU that cannot
   // be set up (out of memory with other backends on it, a failed stream)
   // costs speed, not the call.
   try {
-    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.gpu_staging_bytes,
-                                          kv_rounding_of(options_.recipe.kv));
+    cuda_ = std::make_shared<CudaForward>(model_, cache_.max_positions(), options_.recipe,
+                                          options_.gpu_staging_bytes);
   } catch (const std::exception& e) {
     fallback_ = std::string("the GPU could not be set up for this session, running on the CPU: ") + e.what();
     note_device_fallback(fallback_);

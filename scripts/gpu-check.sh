@@ -11,15 +11,18 @@
 #      SHA-256 equal to the CPU's for every chunking), grafts across devices,
 #      resident weights (20 sessions, one upload), CUDA failures;
 #   3. CPU == GPU logits for every architecture `kvg synth` writes and every
-#      weight type (the CLI, `kvg logits --device cpu|cuda`);
+#      weight type (the CLI, `kvg logits --device cpu|cuda`), under
+#      f32-portable-v1, and under q8-portable-v1 for every block-quantized
+#      type (kernels/cuda/matmul_q8: integer activations);
 #   4. the PostgreSQL path: the extension built with CUDA in a private
 #      cluster; one backend makes 20 calls on the GPU (the weights must go up
 #      once: kvg_model_info()->>'gpu_weight_uploads'), then another backend
 #      (a fresh fork of the postmaster) does the same; both must give the
 #      CPU's text;
 #   5. speed on a ~1B-parameter q8_0 synthetic model: CPU versus GPU prefill
-#      and decode, graft versus recompute (exact), and GPU decode tokens/s at
-#      1K, 8K and 32K tokens of context;
+#      and decode, graft versus recompute (exact), GPU decode tokens/s at 1K,
+#      8K and 32K tokens of context, and GPU prefill and decode tokens/s per
+#      recipe (`kvg bench --device cuda --recipe R`, one run each);
 #   6. one table of all of it, for the issue's closing note.
 #
 # Without a usable GPU it says so and exits 2 before building anything.
@@ -110,12 +113,21 @@ if wants archs; then
   # The architectures `kvg synth --arch` accepts, from its help ("llama|qwen2 ...").
   archs=$("$cli" synth --help 2>&1 | sed -n 's/.*--arch[^a-z]*\([a-z0-9_|-]*\).*/\1/p' | head -1 | tr '|' ' ')
   [ -n "$archs" ] || archs="llama"
-  types="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k"
+  quantized="q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k"
+  types="f32 f16 bf16 $quantized"
   dir=$build/gpu-check-models
   mkdir -p "$dir"
   tokens=$(seq -s, 3 70)  # 68 positions: three attention blocks, chunked below
+  # The SHA-256 `kvg logits` prints for model $1 under recipe $2 on device $3
+  # (empty, with the error in $1.$2.$3.err, when it fails).
+  logits_hash() {
+    local chunk=()
+    [ "$3" = cuda ] && chunk=(--chunk 7)
+    "$cli" logits --model "$1" --tokens "$tokens" --recipe "$2" --device "$3" "${chunk[@]}" --out /dev/null \
+      2>"$1.$2.$3.err" | grep -oE '[0-9a-f]{64}' | tail -1
+  }
   for arch in $archs; do
-    same=() differ=() unwritable=()
+    same=() differ=() unwritable=() q8_same=() q8_differ=() q8_refused=()
     for type in $types; do
       m=$dir/$arch-$type.gguf
       if ! "$cli" synth --out "$m" --arch "$arch" --type "$type" --n-embd 256 --n-layer 2 --n-head 4 --n-head-kv 2 \
@@ -123,16 +135,30 @@ if wants archs; then
         unwritable+=("$type")
         continue
       fi
-      cpu=$("$cli" logits --model "$m" --tokens "$tokens" --device cpu --out /dev/null 2>&1 | grep -oE '[0-9a-f]{64}' | tail -1)
-      gpu=$("$cli" logits --model "$m" --tokens "$tokens" --device cuda --chunk 7 --out /dev/null 2>&1 |
-        grep -oE '[0-9a-f]{64}' | tail -1)
+      cpu=$(logits_hash "$m" f32-portable-v1 cpu)
+      gpu=$(logits_hash "$m" f32-portable-v1 cuda)
       if [ -n "$cpu" ] && [ "$cpu" = "$gpu" ]; then same+=("$type"); else differ+=("$type"); fi
+      [[ " $quantized " == *" $type "* ]] || continue
+      # q8-portable-v1: refused by name where a device does not compute it
+      # (an architecture the GPU lacks is refused under both recipes).
+      cpu=$(logits_hash "$m" q8-portable-v1 cpu)
+      gpu=$(logits_hash "$m" q8-portable-v1 cuda)
+      if [ -z "$cpu" ] && grep -q 'not implemented' "$m.q8-portable-v1.cpu.err"; then q8_refused+=("$type")
+      elif [ -n "$cpu" ] && [ "$cpu" = "$gpu" ]; then q8_same+=("$type")
+      else q8_differ+=("$type"); fi
     done
     result="${#same[@]} types equal"
     [ ${#differ[@]} -gt 0 ] && result+="; DIFFER: ${differ[*]}"
     [ ${#unwritable[@]} -gt 0 ] && result+="; synth cannot write: ${unwritable[*]}"
     if [ ${#differ[@]} -gt 0 ] || [ ${#same[@]} -eq 0 ]; then verdict=FAIL; else verdict=pass; fi
     row "CPU == GPU logits SHA-256, arch $arch" "$result" "$verdict"
+    result="${#q8_same[@]} quantized types equal"
+    [ ${#q8_differ[@]} -gt 0 ] && result+="; DIFFER: ${q8_differ[*]}"
+    [ ${#q8_refused[@]} -gt 0 ] && result+="; the CPU does not compute q8-portable-v1 here: ${q8_refused[*]}"
+    if [ ${#q8_differ[@]} -gt 0 ]; then verdict=FAIL
+    elif [ ${#q8_same[@]} -eq 0 ]; then verdict="not run"
+    else verdict=pass; fi
+    row "CPU == GPU logits SHA-256 under q8-portable-v1, arch $arch" "$result" "$verdict"
   done
 fi
 
@@ -214,6 +240,23 @@ if wants bench; then
         "$([ "$context_status" -eq 0 ] && echo pass || echo FAIL)"
     done < <(sed -n 's/^bench decode_context=\([0-9]*\) prefill_tok_s=\([0-9.]*\) decode_tok_s=\([0-9.]*\)$/\1 \2 \3/p' "$log")
     grep -q '^bench decode_context=' "$log" || row "GPU decode at long contexts" "did not report (exit $context_status)" FAIL
+
+    stage "benchmark: GPU prefill and decode per recipe (kvg bench --device cuda)"
+    # One run per recipe, so that a recipe the engine refuses costs only its row.
+    for recipe in f32-portable-v1 q8-portable-v1; do
+      log=$build/gpu-bench-$recipe.log
+      timeout 120 "$cli" bench --model "$model" --device cuda --recipe "$recipe" --prompt-tokens 512 --gen-tokens 64 \
+        --max-context 1024 --skip-memory --json >"$log" 2>"$log.err"
+      bench_status=$?
+      speeds=$(sed -n 's/.*"prefill":{[^}]*"tokens_per_s":\([0-9.]*\)}.*"decode":{[^}]*"tokens_per_s":\([0-9.]*\),.*/\2 \1/p' "$log")
+      if [ "$bench_status" -eq 0 ] && [ -n "$speeds" ]; then
+        row "GPU $recipe: decode tokens/s (prefill 512 tokens/s)" "$(cut -d' ' -f1 <<<"$speeds") ($(cut -d' ' -f2 <<<"$speeds"))" pass
+      elif grep -q 'not implemented' "$log.err"; then
+        row "GPU $recipe: decode tokens/s (prefill 512 tokens/s)" "refused: $(grep -m1 'not implemented' "$log.err" | head -c 160)" "not run"
+      else
+        row "GPU $recipe: decode tokens/s (prefill 512 tokens/s)" "exit $bench_status: $(head -c 200 "$log.err" | tr '\n' ' ')" FAIL
+      fi
+    done
   fi
 fi
 

@@ -32,6 +32,7 @@
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/matmul_q8.hpp"
 #include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/portable_math.hpp"
 #include "kernels/cpu/rope_table.hpp"
@@ -53,6 +54,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/kv_rounding.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/matmul_q8.hpp"
 #include "kernels/cuda/ops.hpp"
 #endif
 
@@ -529,16 +531,15 @@ TEST(CudaKernels, MatmulMatchesCpuForEveryWeightTypeAndShape) {
 #endif
 }
 
-TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
-  KVG_REQUIRE_GPU();
 #ifdef KVG_HAVE_CUDA
+// Three products of one input in one launch (cuda::matmul, or
+// cuda::matmul_q8 under q8-portable-v1), each against its CPU definition.
+void expect_one_launch_matches_cpu(const WeightType (&types)[3], const int64_t (&rows)[3], int64_t cols,
+                                   std::initializer_list<int64_t> token_counts, uint64_t seed, bool q8) {
   cuda::Stream stream;
   ThreadPool pool(1);
-  Noise noise{11};
-  const int64_t cols = 96;
-  const WeightType types[3] = {WeightType::Q4_0, WeightType::F32, WeightType::BF16};
-  const int64_t rows[3] = {33, 5, 70};
-  for (int64_t n_tokens : {1, 2, 19}) {
+  Noise noise{seed};
+  for (int64_t n_tokens : token_counts) {
     const auto x = noise.values(size_t(n_tokens * cols));
     std::vector<std::vector<uint8_t>> bytes;
     std::vector<cuda::DeviceMatrix> ws;
@@ -551,14 +552,108 @@ TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
     }
     for (int j = 0; j < 3; ++j) outs.push_back({ws[size_t(j)].view, ys[size_t(j)].as<float>(), rows[j]});
     const cuda::DeviceBuffer x_d = to_device(x, stream);
-    cuda::matmul(outs, x_d.as<float>(), cols, n_tokens, stream);
+    cuda::DeviceBuffer scratch(q8 ? cuda::matmul_q8_scratch_bytes(cols, n_tokens) : 0);
+    if (q8)
+      cuda::matmul_q8(outs, x_d.as<float>(), cols, n_tokens, scratch.data(), scratch.bytes(), stream);
+    else
+      cuda::matmul(outs, x_d.as<float>(), cols, n_tokens, stream);
     for (int j = 0; j < 3; ++j) {
       std::vector<float> cpu(size_t(n_tokens * rows[j]));
-      matmul(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens, cpu.data(), rows[j],
-             pool, Isa::Scalar);
+      (q8 ? matmul_q8 : matmul)(host_matrix(types[j], bytes[size_t(j)], rows[j], cols), x.data(), cols, n_tokens,
+                                cpu.data(), rows[j], pool, Isa::Scalar);
       EXPECT_EQ(first_difference(cpu, from_device<float>(ys[size_t(j)], cpu.size(), stream)), -1)
-          << "output " << j << " tokens " << n_tokens;
+          << weight_type_name(types[j]) << " (output " << j << "), tokens " << n_tokens;
     }
+  }
+}
+#endif
+
+TEST(CudaKernels, OneLaunchOfSeveralMatricesMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  expect_one_launch_matches_cpu({WeightType::Q4_0, WeightType::F32, WeightType::BF16}, {33, 5, 70}, 96, {1, 2, 19}, 11,
+                                false);
+#endif
+}
+
+#ifdef KVG_HAVE_CUDA
+const WeightType kQuantizedTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                                      WeightType::Q5_1, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                      WeightType::Q5_K, WeightType::Q6_K};
+
+// cuda::matmul_q8 of one matrix, with its scratch, copied back.
+std::vector<float> gpu_matmul_q8(const WeightMatrix& host, const std::vector<float>& x, int64_t x_stride,
+                                 int64_t n_tokens, int64_t y_stride, const cuda::Stream& stream) {
+  const cuda::DeviceMatrix w = cuda::upload_matrix(host, stream);
+  const cuda::DeviceBuffer x_d = to_device(x, stream);
+  cuda::DeviceBuffer y_d = to_device(std::vector<float>(size_t(n_tokens * y_stride), 0.0f), stream);
+  cuda::DeviceBuffer scratch(cuda::matmul_q8_scratch_bytes(host.cols, n_tokens));
+  const cuda::MatmulOutput out[1] = {{w.view, y_d.as<float>(), y_stride}};
+  cuda::matmul_q8(out, x_d.as<float>(), x_stride, n_tokens, scratch.data(), scratch.bytes(), stream);
+  return from_device<float>(y_d, size_t(n_tokens * y_stride), stream);
+}
+#endif
+
+// q8-portable-v1: the device's activation quantization and integer dot
+// products give the bits of the CPU's executable definition, for every
+// quantized format, one and several rounds of blocks (a warp covers 32
+// blocks of 32 or 4 of 256 per round), rows that leave warps of a block idle
+// and token counts that leave lanes of a token tile idle.
+TEST(CudaKernels, MatmulQ8MatchesCpuScalarForEveryFormatAndShape) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  cuda::Stream stream;
+  ThreadPool pool(1);
+  Noise noise{23};
+  int checked = 0;
+  for (WeightType type : kQuantizedTypes) {
+    const int block = weight_block_elements(type);
+    const std::vector<int64_t> widths = block == 256 ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{96, 1056};
+    for (int64_t cols : widths)
+      for (int64_t rows : {1, 5, 17})
+        for (int64_t n_tokens : {1, 3, 17}) {
+          const auto bytes = random_weights(type, rows, cols, noise);
+          const WeightMatrix host = host_matrix(type, bytes, rows, cols);
+          const int64_t x_stride = cols + 3, y_stride = rows + 2;
+          auto x = noise.values(size_t(n_tokens * x_stride), 3.0f);
+          if (n_tokens > 1) std::fill_n(x.begin() + x_stride, block, 0.0f);  // a block of zeros: dx = 0
+          if (n_tokens > 2)  // a block of subnormals and zeros: 127 / amax overflows to inf, 0 * inf is NaN
+            for (int i = 0; i < block; ++i) x[size_t(2 * x_stride + i)] = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? 1e-40f : -3e-41f);
+          std::fill_n(x.begin(), 7, -0.0f);
+          std::vector<float> cpu(size_t(n_tokens * y_stride), 0.0f);
+          matmul_q8(host, x.data(), x_stride, n_tokens, cpu.data(), y_stride, pool, Isa::Scalar);
+          const auto gpu = gpu_matmul_q8(host, x, x_stride, n_tokens, y_stride, stream);
+          const int64_t bad = first_difference(cpu, gpu);
+          ASSERT_EQ(bad, -1) << weight_type_name(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+                             << ": element " << bad << " cpu " << cpu[size_t(std::max<int64_t>(bad, 0))] << " gpu "
+                             << gpu[size_t(std::max<int64_t>(bad, 0))];
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 10 * 2 * 3 * 3);
+#endif
+}
+
+// Matrices of both activation block sizes and an f32 one in one launch: each
+// output gets its own recipe's bits (F32/F16/BF16 stay f32-portable-v1).
+TEST(CudaKernels, MatmulQ8OfSeveralMatricesMatchesCpu) {
+  KVG_REQUIRE_GPU();
+#ifdef KVG_HAVE_CUDA
+  expect_one_launch_matches_cpu({WeightType::Q4_0, WeightType::F16, WeightType::Q6_K}, {33, 5, 9}, 512, {1, 10}, 31,
+                                true);
+  cuda::Stream stream;
+  Noise noise{37};
+  // Too little scratch is refused by name, before anything runs.
+  const auto bytes = random_weights(WeightType::Q8_0, 4, 64, noise);
+  const cuda::DeviceMatrix w = cuda::upload_matrix(host_matrix(WeightType::Q8_0, bytes, 4, 64), stream);
+  const cuda::DeviceBuffer x_d = to_device(noise.values(2 * 64), stream);
+  cuda::DeviceBuffer y_d(2 * 4 * 4), small(cuda::matmul_q8_scratch_bytes(64, 2) - 1);
+  const cuda::MatmulOutput out[1] = {{w.view, y_d.as<float>(), 4}};
+  try {
+    cuda::matmul_q8(out, x_d.as<float>(), 64, 2, small.data(), small.bytes(), stream);
+    ADD_FAILURE() << "a scratch one byte short was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
   }
 #endif
 }
@@ -762,8 +857,15 @@ struct Evaluation {
   std::unique_ptr<KvCache> cache;
 };
 
-Evaluation cpu_run(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk) {
-  Session session(model, EngineOptions{});
+EngineOptions under(const Recipe& recipe) {
+  EngineOptions o;
+  o.recipe = recipe;
+  return o;
+}
+
+Evaluation cpu_run(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, int64_t chunk,
+                   const Recipe& recipe = kDefaultRecipe) {
+  Session session(model, under(recipe));
   Evaluation r;
   session.prefill(tokens, chunk, LogitsFor::All, &r.logits);
   r.cache = std::make_unique<KvCache>(session.kv_cache());
@@ -794,9 +896,10 @@ bool same_kv(const KvCache& a, const KvCache& b, int64_t positions) {
   return true;
 }
 
-void expect_gpu_equals_cpu(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, const std::string& label) {
-  const Evaluation cpu = cpu_run(model, tokens, 0);
-  CudaForward gpu(model, model->config().n_ctx);
+void expect_gpu_equals_cpu(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens, const std::string& label,
+                           const Recipe& recipe = kDefaultRecipe) {
+  const Evaluation cpu = cpu_run(model, tokens, 0, recipe);
+  CudaForward gpu(model, model->config().n_ctx, recipe);
   for (int64_t chunk : {int64_t(1), int64_t(7), int64_t(0)}) {
     const Evaluation run = gpu_run(gpu, *model, tokens, chunk);
     ASSERT_EQ(run.logits.size(), cpu.logits.size());
@@ -856,6 +959,45 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// q8-portable-v1 (kernels/cuda/matmul_q8): every block-quantized format,
+// and an f32 model, whose products keep f32 arithmetic under it.
+class CudaOnSynthModelQ8 : public ::testing::TestWithParam<const char*> {};
+
+const Recipe kQ8Recipe{Arithmetic::Q8, KvStorage::F32};
+
+TEST_P(CudaOnSynthModelQ8, LogitsHashAndKvEqualCpuForEveryChunking) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  try {
+    Session probe(model, under(kQ8Recipe));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Unsupported) throw;
+    GTEST_SKIP() << "the CPU forward pass does not compute " << kQ8Recipe.name() << " yet: " << e.what();
+  }
+  expect_gpu_equals_cpu(model, prompt_for(*model, 45), std::string(GetParam()) + " under " + kQ8Recipe.name(),
+                        kQ8Recipe);
+}
+
+// The recipe reaches the kernels: a quantized model's GPU logits under q8
+// are not its f32 logits, an f32 model's are (no matrix of it is quantized).
+TEST_P(CudaOnSynthModelQ8, TheRecipeChoosesTheArithmeticOfQuantizedMatricesOnly) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  const auto tokens = prompt_for(*model, 12);
+  CudaForward f32(model, 64), q8(model, 64, kQ8Recipe);
+  EXPECT_EQ(q8.recipe(), kQ8Recipe);
+  const Evaluation a = gpu_run(f32, *model, tokens, 0), b = gpu_run(q8, *model, tokens, 0);
+  if (std::string(GetParam()) == "f32")
+    EXPECT_EQ(logits_sha256(a.logits), logits_sha256(b.logits));
+  else
+    EXPECT_NE(logits_sha256(a.logits), logits_sha256(b.logits));
+}
+
+INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModelQ8,
+                         ::testing::Values("f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
+                                           "q5_k", "q6_k"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // ---------------------------------------------------------------------------
 // Grafts across devices (GPU only), driving CudaForward directly on the host
@@ -1113,7 +1255,7 @@ TEST(CudaServer, TransfersLargerThanTheStagingBufferCopyExactly) {
 #ifdef KVG_CUDA_EMULATOR
   cuda::mock::reset_largest_pinned();
 #endif
-  CudaForward gpu(model, 64, staging);
+  CudaForward gpu(model, 64, kDefaultRecipe, staging);
   // Rows [0, 20) on the host only, as after a graft: 20 positions to upload.
   KvCache host(c.n_layer, c.kv_row_floats(), 64);
   host.reserve(40);

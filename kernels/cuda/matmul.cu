@@ -3,7 +3,9 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "kernels/cuda/block_shape.hpp"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/matmul_jobs.cuh"
 #include "kernels/cuda/recipe_math.cuh"
 
 namespace kvg::cuda {
@@ -26,21 +28,8 @@ constexpr int64_t kDecodeMaxTokens = 4;
 constexpr int kTileTokens = 16, kRowsPerGroup = 4, kChunk = 256;
 static_assert(kChunk % 16 == 0, "a chunk must hold whole lane rounds");
 
-struct Job {
-  const uint8_t* w;
-  int64_t rows;
-  int64_t row_bytes;
-  float* y;
-  int64_t y_stride;
-  int64_t first_tile;  // row tiles of the jobs before this one
-  WeightType type;
-};
-
-struct Jobs {
-  Job job[kMaxMatmulOutputs];
-  int count;
-  int64_t cols;
-};
+using Job = detail::MatmulJob;
+using Jobs = detail::MatmulJobs;
 
 // The dot products of kTokens tokens from t0 and kRows rows per group of one
 // row tile. Lane `lane` of a group accumulates exactly the elements
@@ -114,31 +103,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t block = blockIdx.x;
   const int64_t tile_index = block / token_tiles;
   const int64_t t0 = (block % token_tiles) * kTokens;
-  int j = 0;
-  while (j + 1 < jobs.count && tile_index >= jobs.job[j + 1].first_tile) ++j;
-  const Job job = jobs.job[j];
+  const Job job = jobs.of_tile(tile_index);
   const int64_t row_tile = tile_index - job.first_tile;
   // The format is uniform per block: no divergence.
   with_weight_type(job.type, [&](auto type) {
     tile<decltype(type)::value, kTokens, kRows>(job, jobs.cols, row_tile, t0, n_tokens, x, x_stride, xs);
   });
-}
-
-// weight_block_elements() without linking kvg_kernels (which links us).
-int64_t block_elements(WeightType t) {
-  switch (t) {
-    case WeightType::Q8_0:
-    case WeightType::Q4_0:
-    case WeightType::Q4_1:
-    case WeightType::Q5_0:
-    case WeightType::Q5_1: return 32;
-    case WeightType::Q4_K:
-    case WeightType::Q6_K:
-    case WeightType::Q2_K:
-    case WeightType::Q3_K:
-    case WeightType::Q5_K: return 256;
-    default: return 1;
-  }
 }
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::Internal, "cuda::matmul: " + what); }
@@ -153,15 +123,12 @@ void matmul(std::span<const MatmulOutput> outputs, const float* x, int64_t x_str
   const int64_t rows_per_tile = int64_t(kGroups) * (decode ? 1 : kRowsPerGroup);
   Jobs jobs{};
   jobs.cols = outputs[0].w.cols;
-  int64_t tiles = 0;
   for (const MatmulOutput& o : outputs) {
     if (o.w.cols != jobs.cols) invalid("outputs of one launch must share the input width");
     if (o.w.cols % block_elements(o.w.type) != 0) invalid("a quantized row must hold whole blocks");
-    if (o.w.rows <= 0) continue;
-    Job& job = jobs.job[jobs.count++];
-    job = Job{o.w.data, o.w.rows, int64_t(o.w.row_bytes), o.y, o.y_stride, tiles, o.w.type};
-    tiles += (o.w.rows + rows_per_tile - 1) / rows_per_tile;
+    if (o.w.rows > 0) jobs.add(o, rows_per_tile);
   }
+  const int64_t tiles = jobs.tiles;
   if (tiles == 0 || jobs.cols <= 0) return;
   const int64_t token_tiles = decode ? n_tokens : (n_tokens + kTileTokens - 1) / kTileTokens;
   const int64_t blocks = tiles * token_tiles;

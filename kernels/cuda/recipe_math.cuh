@@ -43,6 +43,79 @@ __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return f32_from_bits(
 // aligned; row and block sizes are even), so a u16 load is safe.
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 
+// Bytes per block of each quantized format, and where its f16 scale d sits.
+template <WeightType kType>
+constexpr int kBlockBytes = kType == WeightType::Q8_0   ? 34
+                            : kType == WeightType::Q4_0 ? 18
+                            : kType == WeightType::Q4_1 ? 20
+                            : kType == WeightType::Q5_0 ? 22
+                            : kType == WeightType::Q5_1 ? 24
+                            : kType == WeightType::Q2_K ? 84
+                            : kType == WeightType::Q3_K ? 110
+                            : kType == WeightType::Q4_K ? 144
+                            : kType == WeightType::Q5_K ? 176
+                            : kType == WeightType::Q6_K ? 210
+                                                        : 0;
+template <WeightType kType>
+constexpr int kScaleAt = kType == WeightType::Q2_K ? 80 : kType == WeightType::Q3_K ? 108 : kType == WeightType::Q6_K ? 208 : 0;
+
+// The integer part of element e of one block of a quantized format: the
+// value its scale multiplies, in the range the q8-portable-v1 table names
+// (Q8_0: the int8; Q4_0: nibble - 8; Q4_1, Q4_K: nibble; Q5_0: q5 - 16;
+// Q5_1, Q5_K: q5; Q2_K: q2; Q3_K: q3 in [-4, 3]; Q6_K: q6 - 32). weight_at()
+// multiplies it by the block's float scales; the q8 kernels multiply it with
+// quantized activations in integers. One bit layout for both.
+template <WeightType kType>
+__device__ __forceinline__ int weight_q(const uint8_t* block, int e) {
+  if constexpr (kType == WeightType::Q8_0) {  // f16 scale, 32 x int8
+    return static_cast<int8_t>(block[2 + e]);
+  } else if constexpr (kType == WeightType::Q4_0 || kType == WeightType::Q4_1) {
+    // f16 d (Q4_1: and f16 m), 16 bytes: low nibbles are elements 0..15, high 16..31.
+    const uint8_t byte = block[(kType == WeightType::Q4_1 ? 4 : 2) + (e & 15)];
+    const int nibble = e < 16 ? (byte & 0x0f) : (byte >> 4);
+    return kType == WeightType::Q4_0 ? nibble - 8 : nibble;
+  } else if constexpr (kType == WeightType::Q5_0 || kType == WeightType::Q5_1) {
+    // f16 d, (Q5_1: f16 m), 4 bytes of fifth bits, 16 bytes of nibbles.
+    const uint8_t* qh = block + (kType == WeightType::Q5_1 ? 4 : 2);
+    const uint8_t byte = qh[4 + (e & 15)];
+    const int q = (e < 16 ? (byte & 0x0f) : (byte >> 4)) | (q5_high_bit(qh, e) << 4);
+    return kType == WeightType::Q5_0 ? q - 16 : q;
+  } else if constexpr (kType == WeightType::Q4_K) {
+    // f16 d, f16 dmin, 12 bytes of scales, 128 bytes of nibbles (64
+    // elements share 32 bytes, low nibbles first).
+    const uint8_t byte = block[16 + (e / 64) * 32 + (e % 32)];
+    return (e % 64) >= 32 ? (byte >> 4) : (byte & 0x0f);
+  } else if constexpr (kType == WeightType::Q5_K) {
+    // As Q4_K after 32 bytes of fifth bits (bit `sub` of byte e % 32).
+    const int sub = e / 32, l = e % 32;
+    const uint8_t byte = block[48 + (e / 64) * 32 + l];
+    return ((sub & 1) ? (byte >> 4) : (byte & 0x0f)) | (((block[16 + l] >> sub) & 1) << 4);
+  } else if constexpr (kType == WeightType::Q2_K) {
+    // 16 bytes of (scale | min << 4), 64 bytes of 2-bit values, f16 d, f16 dmin.
+    const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+    return (block[16 + half * 32 + l] >> (2 * j)) & 3;
+  } else if constexpr (kType == WeightType::Q3_K) {
+    // 32 bytes of high bits, 64 bytes of low 2-bit values, 12 bytes of scales, f16 d.
+    const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+    return ((block[32 + half * 32 + l] >> (2 * j)) & 3) - (((block[l] >> (half * 4 + j)) & 1) ? 0 : 4);
+  } else {
+    static_assert(kType == WeightType::Q6_K, "weight_q: not a quantized format");
+    // 128 bytes of low nibbles, 64 bytes of high 2-bit pairs, 16 int8
+    // sub-block scales, f16 d.
+    const int half = e / 128, quarter = (e % 128) / 32, l = e % 32;
+    const uint8_t ql = block[half * 64 + (quarter & 1) * 32 + l];
+    const uint8_t qh = block[128 + half * 32 + l];
+    const int low = quarter < 2 ? (ql & 0x0f) : (ql >> 4);
+    return (low | (((qh >> (2 * quarter)) & 3) << 4)) - 32;
+  }
+}
+
+// The sub-block scales of the K formats, as stored: Q2_K's byte (scale |
+// min << 4) and Q3_K's 6-bit scale of 16-element sub-block j, Q6_K's int8
+// scale of sub-block j; Q4_K / Q5_K's (scale, min) of 32-element sub-block j.
+__device__ __forceinline__ int q2k_scale_byte(const uint8_t* block, int j) { return block[j]; }
+__device__ __forceinline__ int q6k_scale(const uint8_t* block, int j) { return static_cast<int8_t>(block[192 + j]); }
+
 // Element k of a weight row as fp32: the value decode_chunk() produces
 // (kernels/cpu/weight_decode.hpp), with the same roundings in the same order
 // (exact for every format but Q6_K, see docs/recipe.md).
@@ -54,91 +127,33 @@ __device__ __forceinline__ float weight_at(const uint8_t* row, int64_t k) {
     return f16_to_f32(load_u16(row + k * 2));
   } else if constexpr (kType == WeightType::BF16) {
     return bf16_to_f32(load_u16(row + k * 2));
-  } else if constexpr (kType == WeightType::Q8_0) {  // block: f16 scale, 32 x int8
-    const uint8_t* block = row + (k >> 5) * 34;
-    const float d = f16_to_f32(load_u16(block));
-    const int8_t q = static_cast<int8_t>(block[2 + (k & 31)]);
-    return __fmul_rn(d, float(q));
-  } else if constexpr (kType == WeightType::Q4_0) {  // f16 scale, 16 bytes: low nibbles 0..15, high 16..31
-    const uint8_t* block = row + (k >> 5) * 18;
-    const float d = f16_to_f32(load_u16(block));
-    const int i = int(k & 31);
-    const uint8_t byte = block[2 + (i & 15)];
-    const int nibble = i < 16 ? (byte & 0x0f) : (byte >> 4);
-    return __fmul_rn(d, float(nibble - 8));
-  } else if constexpr (kType == WeightType::Q4_K) {
-    // 256 per block: f16 d, f16 dmin, 12 bytes of packed 6-bit (scale, min)
-    // for 8 sub-blocks of 32, 128 bytes of nibbles (64 elements share 32
-    // bytes, low nibbles first). w = (d*scale)*q - dmin*min, rounded as the CPU.
-    const uint8_t* block = row + (k >> 8) * 144;
-    const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
-    const uint8_t* scales = block + 4;
-    const int e = int(k & 255), sub = e / 32;
-    int sc, mn;
-    q4k_scale_min(scales, sub, &sc, &mn);
-    const float scale = __fmul_rn(d, float(sc)), offset = __fmul_rn(dmin, float(mn));
-    const uint8_t byte = block[16 + (e / 64) * 32 + (e % 32)];
-    const int nibble = (e % 64) >= 32 ? (byte >> 4) : (byte & 0x0f);
-    return __fsub_rn(__fmul_rn(scale, float(nibble)), offset);
-  } else if constexpr (kType == WeightType::Q4_1) {  // f16 d, f16 m, 16 bytes: w = d*q + m
-    const uint8_t* block = row + (k >> 5) * 20;
-    const float d = f16_to_f32(load_u16(block)), m = f16_to_f32(load_u16(block + 2));
-    const int i = int(k & 31);
-    const uint8_t byte = block[4 + (i & 15)];
-    return __fadd_rn(__fmul_rn(d, float(i < 16 ? (byte & 0x0f) : (byte >> 4))), m);
-  } else if constexpr (kType == WeightType::Q5_0 || kType == WeightType::Q5_1) {
-    // f16 d, (Q5_1: f16 m), 4 bytes of fifth bits, 16 bytes of nibbles.
-    constexpr bool q51 = kType == WeightType::Q5_1;
-    const uint8_t* block = row + (k >> 5) * (q51 ? 24 : 22);
-    const float d = f16_to_f32(load_u16(block));
-    const uint8_t* qh = block + (q51 ? 4 : 2);
-    const int e = int(k & 31);
-    const uint8_t byte = qh[4 + (e & 15)];
-    const int q = (e < 16 ? (byte & 0x0f) : (byte >> 4)) | (q5_high_bit(qh, e) << 4);
-    if constexpr (q51) return __fadd_rn(__fmul_rn(d, float(q)), f16_to_f32(load_u16(block + 2)));
-    else return __fmul_rn(d, float(q - 16));
-  } else if constexpr (kType == WeightType::Q2_K) {
-    // 16 bytes of (scale | min << 4), 64 bytes of 2-bit values, f16 d, f16 dmin.
-    const uint8_t* block = row + (k >> 8) * 84;
-    const float d = f16_to_f32(load_u16(block + 80)), dmin = f16_to_f32(load_u16(block + 82));
-    const int e = int(k & 255), half = e / 128, j = (e % 128) / 32, l = e % 32;
-    const int sc = block[half * 8 + j * 2 + (l >= 16)];
-    const float scale = __fmul_rn(d, float(sc & 0x0f)), offset = __fmul_rn(dmin, float(sc >> 4));
-    const int q = (block[16 + half * 32 + l] >> (2 * j)) & 3;
-    return __fsub_rn(__fmul_rn(scale, float(q)), offset);
-  } else if constexpr (kType == WeightType::Q3_K) {
-    // 32 bytes of high bits, 64 bytes of low 2-bit values, 12 bytes of scales, f16 d.
-    const uint8_t* block = row + (k >> 8) * 110;
-    const float d = f16_to_f32(load_u16(block + 108));
-    const int e = int(k & 255), half = e / 128, j = (e % 128) / 32, l = e % 32;
-    const float scale = __fmul_rn(d, float(q3k_scale(block + 96, half * 8 + j * 2 + (l >= 16)) - 32));
-    const int q = ((block[32 + half * 32 + l] >> (2 * j)) & 3) - (((block[l] >> (half * 4 + j)) & 1) ? 0 : 4);
-    return __fmul_rn(scale, float(q));
-  } else if constexpr (kType == WeightType::Q5_K) {
-    // f16 d, f16 dmin, 12 bytes of (scale, min) as Q4_K, 32 bytes of fifth
-    // bits, 128 bytes of nibbles as Q4_K. w = (d*scale)*q - dmin*min.
-    const uint8_t* block = row + (k >> 8) * 176;
-    const float d = f16_to_f32(load_u16(block)), dmin = f16_to_f32(load_u16(block + 2));
-    const int e = int(k & 255), sub = e / 32, l = e % 32;
-    int sc, mn;
-    q4k_scale_min(block + 4, sub, &sc, &mn);
-    const float scale = __fmul_rn(d, float(sc)), offset = __fmul_rn(dmin, float(mn));
-    const uint8_t byte = block[48 + (e / 64) * 32 + l];
-    const int q = ((sub & 1) ? (byte >> 4) : (byte & 0x0f)) | (((block[16 + l] >> sub) & 1) << 4);
-    return __fsub_rn(__fmul_rn(scale, float(q)), offset);
   } else {
-    static_assert(kType == WeightType::Q6_K, "a weight format without a CUDA decoder");
-    // 256 per block: 128 bytes of low nibbles, 64 bytes of high 2-bit pairs,
-    // 16 int8 sub-block scales, f16 d. w = (d*scale)*(q-32).
-    const uint8_t* block = row + (k >> 8) * 210;
-    const float d = f16_to_f32(load_u16(block + 208));
-    const int e = int(k & 255), half = e / 128, quarter = (e % 128) / 32, l = e % 32;
-    const uint8_t ql = block[half * 64 + (quarter & 1) * 32 + l];
-    const uint8_t qh = block[128 + half * 32 + l];
-    const int8_t sc = static_cast<int8_t>(block[192 + half * 8 + 2 * quarter + l / 16]);
-    const int low = quarter < 2 ? (ql & 0x0f) : (ql >> 4);
-    const int q = (low | (((qh >> (2 * quarter)) & 3) << 4)) - 32;
-    return __fmul_rn(__fmul_rn(d, float(sc)), float(q));
+    constexpr bool k_format = kType == WeightType::Q2_K || kType == WeightType::Q3_K || kType == WeightType::Q4_K ||
+                              kType == WeightType::Q5_K || kType == WeightType::Q6_K;
+    constexpr int elements = k_format ? 256 : 32;
+    const uint8_t* block = row + (k / elements) * kBlockBytes<kType>;
+    const int e = int(k % elements);
+    const float q = float(weight_q<kType>(block, e));
+    const float d = f16_to_f32(load_u16(block + kScaleAt<kType>));
+    if constexpr (kType == WeightType::Q8_0 || kType == WeightType::Q4_0 || kType == WeightType::Q5_0) {
+      return __fmul_rn(d, q);
+    } else if constexpr (kType == WeightType::Q4_1 || kType == WeightType::Q5_1) {  // w = d*q + m
+      return __fadd_rn(__fmul_rn(d, q), f16_to_f32(load_u16(block + 2)));
+    } else if constexpr (kType == WeightType::Q4_K || kType == WeightType::Q5_K) {
+      // w = (d*scale)*q - dmin*min, rounded as the CPU.
+      int sc, mn;
+      q4k_scale_min(block + 4, e / 32, &sc, &mn);
+      const float dmin = f16_to_f32(load_u16(block + 2));
+      return __fsub_rn(__fmul_rn(__fmul_rn(d, float(sc)), q), __fmul_rn(dmin, float(mn)));
+    } else if constexpr (kType == WeightType::Q2_K) {
+      const int sc = q2k_scale_byte(block, e / 16);
+      const float dmin = f16_to_f32(load_u16(block + 82));
+      return __fsub_rn(__fmul_rn(__fmul_rn(d, float(sc & 0x0f)), q), __fmul_rn(dmin, float(sc >> 4)));
+    } else if constexpr (kType == WeightType::Q3_K) {
+      return __fmul_rn(__fmul_rn(d, float(q3k_scale(block + 96, e / 16) - 32)), q);
+    } else {  // Q6_K: w = (d*scale)*(q-32)
+      return __fmul_rn(__fmul_rn(d, float(q6k_scale(block, e / 16))), q);
+    }
   }
 }
 

@@ -53,7 +53,69 @@ __global__ void big_shared_kernel(float* out) {
   out[0] = big[0];
 }
 
+__global__ void dp4a_signed_kernel(const int32_t* a, const int32_t* b, const int32_t* c, int32_t* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __dp4a(a[i], b[i], c[i]);
+}
+__global__ void dp4a_unsigned_kernel(const uint32_t* a, const uint32_t* b, const uint32_t* c, uint32_t* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __dp4a(a[i], b[i], c[i]);
+}
+__global__ void float2int_kernel(const float* x, int32_t* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2int_rn(x[i]);
+}
+__global__ void int2float_kernel(const int32_t* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __int2float_rn(x[i]);
+}
+__global__ void preempt_kernel(int which, int* counter, int* preempted, int* sink) {
+  const int before = (*counter)++;
+  int acc = int(threadIdx.x);
+  for (int i = 0; i < 200; ++i) {
+    switch (which) {
+      case 0: acc = __dp4a(acc, 0x01010101, 1); break;
+      case 1: acc = int(__dp4a(uint32_t(acc), 0x01010101u, 1u)); break;
+      case 2: acc += __float2int_rn(float(i) + 0.5f); break;
+      case 3: acc += int(__int2float_rn(i)); break;
+      default: acc = acc * 3 + i; break;
+    }
+  }
+  const int after = (*counter)++;
+  if (after != before + 1) ++*preempted;
+  sink[threadIdx.x] = acc;
+}
+
 }  // namespace
+
+std::vector<int32_t> dp4a_signed(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                                 const std::vector<int32_t>& c) {
+  std::vector<int32_t> out(a.size());
+  dp4a_signed_kernel<<<unsigned(a.size() + 31) / 32, 32>>>(a.data(), b.data(), c.data(), out.data(), int(a.size()));
+  return out;
+}
+std::vector<uint32_t> dp4a_unsigned(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b,
+                                    const std::vector<uint32_t>& c) {
+  std::vector<uint32_t> out(a.size());
+  dp4a_unsigned_kernel<<<unsigned(a.size() + 31) / 32, 32>>>(a.data(), b.data(), c.data(), out.data(), int(a.size()));
+  return out;
+}
+std::vector<int32_t> float2int_rn(const std::vector<float>& x) {
+  std::vector<int32_t> out(x.size());
+  float2int_kernel<<<unsigned(x.size() + 31) / 32, 32>>>(x.data(), out.data(), int(x.size()));
+  return out;
+}
+std::vector<float> int2float_rn(const std::vector<int32_t>& x) {
+  std::vector<float> out(x.size());
+  int2float_kernel<<<unsigned(x.size() + 31) / 32, 32>>>(x.data(), out.data(), int(x.size()));
+  return out;
+}
+int preempted_threads(int which) {
+  int counter = 0, preempted = 0;
+  std::vector<int> sink(64);
+  preempt_kernel<<<1, 64>>>(which, &counter, &preempted, sink.data());
+  return preempted;
+}
 
 std::vector<uint32_t> read_shared_before_writing(int blocks, int threads) {
   std::vector<uint32_t> out(size_t(blocks * threads));

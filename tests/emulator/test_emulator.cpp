@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <bit>
 #include <cstring>
 #include <functional>
@@ -20,6 +22,7 @@
 #include "kernels/cuda/emulator/include/mock_control.hpp"
 #include "kernels/cuda/emulator/include/simt.hpp"
 #include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/matmul_q8.hpp"
 #include "kernels/cuda/ops.hpp"
 #include "tests/emulator/probe_kernels.hpp"
 
@@ -29,6 +32,12 @@ namespace {
 using simt::testing::Site;
 
 bool poison(uint32_t bits) { return bits == 0xffffffffu || bits == 0x7f7f7f7fu; }
+
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
 
 TEST(EmulatorRules, SharedMemoryIsPoisonedAtTheStartOfEveryBlock) {
   const auto seen = simt_probe::read_shared_before_writing(3, 64);
@@ -80,6 +89,65 @@ TEST(EmulatorRules, AMissingBarrierInAToyKernelIsCaught) {
   const auto good = simt_probe::block_sums(x, true);
   const auto racy = simt_probe::block_sums(x, false);
   EXPECT_NE(std::memcmp(good.data(), racy.data(), good.size() * 4), 0);
+}
+
+// The integer intrinsics of the q8 kernels, against values worked out by
+// hand from the instructions' definitions (PTX dp4a, cvt.rni.s32.f32,
+// cvt.rn.f32.s32).
+int32_t bytes(int b0, int b1, int b2, int b3) {  // four int8 lanes, b0 lowest
+  return int32_t(uint32_t(uint8_t(b0)) | uint32_t(uint8_t(b1)) << 8 | uint32_t(uint8_t(b2)) << 16 |
+                 uint32_t(uint8_t(b3)) << 24);
+}
+
+TEST(EmulatorIntrinsics, Dp4aSumsFourSignedByteProductsIntoInt32WithoutSaturation) {
+  struct Case { int32_t a, b, c, expected; const char* what; };
+  const Case cases[] = {
+      {bytes(1, -2, 3, -4), bytes(5, 6, -7, 8), 0, 5 - 12 - 21 - 32, "signed lanes"},
+      {bytes(1, 2, 3, 4), bytes(1, 1, 1, 1), 1000, 1010, "plus c"},
+      {bytes(-128, -128, -128, -128), bytes(-128, -128, -128, -128), 0, 4 * 16384, "-128 * -128"},
+      {bytes(-128, 127, -128, 127), bytes(127, -128, 127, -128), -5, 4 * -16256 - 5, "the extremes"},
+      {bytes(127, 0, 0, 0), bytes(127, 0, 0, 0), INT32_MAX, int32_t(uint32_t(INT32_MAX) + 16129u), "wraps, no saturation"},
+      {bytes(-128, 0, 0, 0), bytes(127, 0, 0, 0), INT32_MIN, int32_t(uint32_t(INT32_MIN) - 16256u), "wraps downwards"},
+      {bytes(0, 0, 0, 9), bytes(0, 0, 0, -3), 0, -27, "lane 3 pairs with lane 3 only"},
+  };
+  std::vector<int32_t> a, b, c;
+  for (const Case& k : cases) a.push_back(k.a), b.push_back(k.b), c.push_back(k.c);
+  const auto out = simt_probe::dp4a_signed(a, b, c);
+  for (size_t i = 0; i < std::size(cases); ++i) EXPECT_EQ(out[i], cases[i].expected) << cases[i].what;
+}
+
+TEST(EmulatorIntrinsics, UnsignedDp4aSumsFourUnsignedByteProducts) {
+  const std::vector<uint32_t> a = {0xffffffffu, 0x01020304u, 0x000000ffu, 0xff000000u};
+  const std::vector<uint32_t> b = {0xffffffffu, 0x01010101u, 0x00000002u, 0x01000000u};
+  const std::vector<uint32_t> c = {0, 7, 0xffffffffu, 1};
+  const auto out = simt_probe::dp4a_unsigned(a, b, c);
+  EXPECT_EQ(out[0], 4u * 255u * 255u);
+  EXPECT_EQ(out[1], 1u + 2u + 3u + 4u + 7u);
+  EXPECT_EQ(out[2], 509u) << "0xffffffff + 510 wraps";
+  EXPECT_EQ(out[3], 256u);
+}
+
+TEST(EmulatorIntrinsics, Float2IntRnRoundsToNearestEvenAndSaturates) {
+  const std::vector<float> x = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, 127.5f, -127.5f, 0.49999997f,
+                                8388609.0f, 1e-45f, -0.0f, 3e9f, -3e9f, 2147483520.0f, NAN, INFINITY, -INFINITY};
+  const std::vector<int32_t> expected = {0, 2, 2, 0, -2, -2, 126, 128, -128, 0, 8388609, 0, 0, INT32_MAX, INT32_MIN,
+                                         2147483520, 0, INT32_MAX, INT32_MIN};
+  EXPECT_EQ(simt_probe::float2int_rn(x), expected);
+}
+
+TEST(EmulatorIntrinsics, Int2FloatRnRoundsToNearestEven) {
+  const std::vector<int32_t> i = {0, -7, 16777216, 16777217, 16777219, -16777217, INT32_MAX, INT32_MIN, 33554435};
+  const std::vector<float> expected = {0.0f, -7.0f, 16777216.0f, 16777216.0f, 16777220.0f, -16777216.0f,
+                                       2147483648.0f, -2147483648.0f, 33554436.0f};
+  const auto out = simt_probe::int2float_rn(i);
+  EXPECT_EQ(bits_of(out), bits_of(expected));
+}
+
+TEST(EmulatorIntrinsics, EveryQ8IntrinsicIsAPreemptionPoint) {
+  const char* names[] = {"__dp4a", "unsigned __dp4a", "__float2int_rn", "__int2float_rn"};
+  for (int which = 0; which < 4; ++which)
+    EXPECT_GT(simt_probe::preempted_threads(which), 0) << names[which] << " never let another thread run";
+  EXPECT_EQ(simt_probe::preempted_threads(4), 0) << "plain integer arithmetic is no preemption point";
 }
 
 class EmulatorDeath : public ::testing::Test {
@@ -175,12 +243,6 @@ TEST_F(EmulatorDeath, AHostPointerGivenAsDeviceMemory) {
 
 // ---------------------------------------------------------------------------
 // Removing any one barrier of a real kernel changes its output.
-
-std::vector<uint32_t> bits_of(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  std::memcpy(b.data(), v.data(), v.size() * 4);
-  return b;
-}
 
 struct Noise {
   uint64_t state;
@@ -280,6 +342,50 @@ TEST(EmulatorRemovedBarrier, EveryBarrierOfPrefillMatmulAndRmsnormMatters) {
     return download(normed, size_t(n_tokens * cols), stream);
   });
   EXPECT_EQ(norm_sites, 1u);
+}
+
+// Random Q4_1 blocks whose f16 scales d and m are 0.1: any payload is a
+// valid block.
+std::vector<uint8_t> random_q4_1(int64_t rows, int64_t cols, uint64_t seed) {
+  const int64_t blocks = rows * cols / 32;
+  std::vector<uint8_t> bytes(size_t(blocks * 20));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t((seed = seed * 6364136223846793005ull + 1) >> 56);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint16_t tenth = 0x2e66;
+    std::memcpy(&bytes[size_t(b * 20)], &tenth, 2);
+    std::memcpy(&bytes[size_t(b * 20) + 2], &tenth, 2);
+  }
+  return bytes;
+}
+
+// Both barriers of a warp's round (terms written, terms read) in the decode
+// and the prefill kernel. The barrier sites are source lines, shared by every
+// format; a 32-element format shows each one best (a round is 32 blocks, one
+// lane each, with no shuffle in between to hold the lanes together as the
+// K formats' per-block integer sums do).
+TEST(EmulatorRemovedBarrier, EveryBarrierOfTheQ8MatmulMatters) {
+  cuda::Stream stream;
+  Noise noise{9};
+  const int64_t rows = 8, cols = 32 * 70;  // three rounds per row
+  const auto w_host = random_q4_1(rows, cols, 17);
+  const auto w = upload(w_host, stream);
+  WeightMatrix view;
+  view.type = WeightType::Q4_1;
+  view.data = w.as<const uint8_t>();
+  view.rows = rows;
+  view.cols = cols;
+  view.row_bytes = w_host.size() / size_t(rows);
+  for (const int64_t n_tokens : {1, 5}) {  // the decode and the prefill kernel
+    SCOPED_TRACE(std::to_string(n_tokens) + " tokens");
+    const auto x = upload(noise.values(size_t(n_tokens * cols)), stream);
+    cuda::DeviceBuffer y(size_t(n_tokens * rows) * 4), scratch(cuda::matmul_q8_scratch_bytes(cols, n_tokens));
+    const size_t sites = expect_every_barrier_matters("kernels/cuda/matmul_q8.cu", [&] {
+      const cuda::MatmulOutput out[1] = {{view, y.as<float>(), rows}};
+      cuda::matmul_q8(out, x.as<float>(), cols, n_tokens, scratch.data(), scratch.bytes(), stream);
+      return download(y, size_t(n_tokens * rows), stream);
+    });
+    EXPECT_EQ(sites, 2u);
+  }
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ compile() {  # compile SOURCE OBJECT, in the background
   pids+=($!)
   objects+=("$2")
 }
-for kernel in kernels/cuda/matmul kernels/cuda/ops kernels/cuda/attention kernels/cuda/kv_rounding tests/emulator/probe_kernels; do
+for kernel in kernels/cuda/matmul kernels/cuda/matmul_q8 kernels/cuda/ops kernels/cuda/attention kernels/cuda/kv_rounding tests/emulator/probe_kernels; do
   name=$(basename "$kernel")
   python3 "$here/translate.py" "$repo/$kernel.cu" "$out/$name.cpp"
   compile "$out/$name.cpp" "$out/$name.o"

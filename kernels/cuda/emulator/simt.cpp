@@ -290,7 +290,7 @@ bool release(int n, bool ran) {
 
 }  // namespace
 
-int preempt_countdown = 1 << 30;
+int preempt_countdown = 1 << 30;  // host code before the first launch: never
 
 // The longest run of arithmetic intrinsics between two preemptions
 // (KVG_SIMT_PREEMPT, default 48): each switch costs about as much as a few
@@ -377,6 +377,9 @@ void launch(dim3 grid, dim3 block, size_t dynamic_shared_bytes, cudaStream_t, in
   std::vector<uint32_t> order(blocks);
   for (uint32_t i = 0; i < blocks; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
+  // The first preemption of the launch comes a seeded few intrinsics in (the
+  // count left by the previous launch, or the initial one, could be anything).
+  preempt_countdown = 1 + int(rng() % unsigned(preempt_span));
   for (const uint32_t b : order) {
     blockIdx = {b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
     start_block(n);

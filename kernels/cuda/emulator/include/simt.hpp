@@ -148,6 +148,32 @@ inline float __fadd_rn(float a, float b) { simt::tick(); return a + b; }
 inline float __fsub_rn(float a, float b) { simt::tick(); return a - b; }
 inline float __fdiv_rn(float a, float b) { simt::tick(); return a / b; }
 inline float __fsqrt_rn(float a) { simt::tick(); return std::sqrt(a); }
+// Conversions (cvt.rn): round to nearest even, as the default host mode
+// does (the emulator never changes it). float -> int saturates and maps NaN
+// to 0, as the hardware's cvt.rni.s32.f32 does.
+inline float __int2float_rn(int32_t i) { simt::tick(); return float(i); }
+inline int32_t __float2int_rn(float f) {
+  simt::tick();
+  if (f != f) return 0;
+  if (f >= 2147483648.0f) return INT32_MAX;
+  if (f <= -2147483648.0f) return INT32_MIN;
+  return int32_t(std::nearbyint(f));
+}
+// dp4a: the four byte-wise products of a and b (signed bytes for the int
+// overload, unsigned for the unsigned one), summed with c in 32-bit
+// arithmetic that wraps (no saturation), as the hardware instruction.
+inline int32_t __dp4a(int32_t a, int32_t b, int32_t c) {
+  simt::tick();
+  uint32_t sum = uint32_t(c);
+  for (int i = 0; i < 4; ++i) sum += uint32_t(int32_t(int8_t(uint32_t(a) >> (8 * i))) * int32_t(int8_t(uint32_t(b) >> (8 * i))));
+  return int32_t(sum);
+}
+inline uint32_t __dp4a(uint32_t a, uint32_t b, uint32_t c) {
+  simt::tick();
+  uint32_t sum = c;
+  for (int i = 0; i < 4; ++i) sum += ((a >> (8 * i)) & 0xffu) * ((b >> (8 * i)) & 0xffu);
+  return sum;
+}
 inline float __uint_as_float(uint32_t u) { return std::bit_cast<float>(u); }
 inline float __int_as_float(int32_t u) { return std::bit_cast<float>(u); }
 inline int32_t __float_as_int(float f) { return std::bit_cast<int32_t>(f); }
