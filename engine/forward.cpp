@@ -196,13 +196,15 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
     if (c.gated_ffn) {
       weight_product(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
       weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff);
-      for (int64_t t = 0; t < n; ++t) {
+      // Element-wise, so each token's row can go to any thread.
+      pool_.run(size_t(n), [&](size_t task) {
+        const int64_t t = int64_t(task);
         float* g = &s.gate[size_t(t * c.n_ff)];
         if (c.ffn_activation == FfnActivation::GeluTanh)
           geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
         else
-          swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
-      }
+          swiglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff, isa);
+      });
     } else {  // starcoder2: gelu(up x + b)
       weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
       add_bias(s.gate.data(), w.b_up, n);

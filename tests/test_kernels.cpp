@@ -11,6 +11,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/ops.hpp"
 #include "kernels/cpu/portable_math.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "tests/kernel_fixtures.hpp"
@@ -297,6 +298,36 @@ TEST(PortableMath, DoubleHelpersAreAccurate) {
     EXPECT_NEAR(s, std::sin(x), 1e-12);
     EXPECT_NEAR(c, std::cos(x), 1e-12);
   }
+}
+
+// SwiGLU is most of a small model's element-wise time; its AVX-512 path must
+// give the scalar definition's bits everywhere exp_f32 has an edge (overflow
+// past 88, flush below -86, NaN), on subnormals and zeros, and in the masked tail.
+TEST(Ops, SwigluSameBitsForEveryIsa) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f), narrow(-4.0f, 4.0f);
+  std::vector<float> gate, up;
+  for (float edge : {0.0f, -0.0f, 88.0f, 88.01f, -86.0f, -86.01f, 1e-40f, -1e-40f, std::nanf(""), 3.4e38f, -3.4e38f}) {
+    gate.push_back(edge);
+    up.push_back(narrow(rng));
+  }
+  for (int i = 0; i < 1000; ++i) {
+    gate.push_back(i % 2 ? wide(rng) : narrow(rng));
+    up.push_back(narrow(rng));
+  }
+  for (int64_t n : {int64_t(gate.size()), int64_t(1), int64_t(15), int64_t(17), int64_t(33)}) {
+    std::vector<float> expected(size_t(n), 0.0f);
+    swiglu(gate.data(), up.data(), expected.data(), n, Isa::Scalar);
+    for (Isa isa : test::supported_isas()) {
+      std::vector<float> got(gate.begin(), gate.begin() + n);  // in place, as the forward pass calls it
+      swiglu(got.data(), up.data(), got.data(), n, isa);
+      EXPECT_EQ(0, std::memcmp(got.data(), expected.data(), size_t(n) * 4)) << isa_name(isa) << " n=" << n;
+    }
+  }
+  // One hand-checked value: silu(1) * 2 = 2 / (1 + e^-1).
+  float out = 0, g = 1.0f, u = 2.0f;
+  swiglu(&g, &u, &out, 1, Isa::Scalar);
+  EXPECT_NEAR(out, 2.0 / (1.0 + std::exp(-1.0)), 1e-6);
 }
 
 TEST(RopeTable, MatchesLibmWithinRounding) {

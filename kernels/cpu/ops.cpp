@@ -45,7 +45,8 @@ void apply_rope(float* x, int n_heads, int head_dim, int rope_dim, const float* 
   }
 }
 
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+void swiglu(const float* gate, const float* up, float* out, int64_t n, Isa isa) {
+  if (isa == Isa::Avx512) return detail::swiglu_avx512(gate, up, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = silu_f32(gate[i]) * up[i];
 }
 

@@ -31,8 +31,11 @@ enum class RopeStyle {
 void apply_rope(float* x, int n_heads, int head_dim, int rope_dim, const float* cos, const float* sin,
                 RopeStyle style);
 
-// out[i] = silu(gate[i]) * up[i].
-void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// out[i] = silu(gate[i]) * up[i] (out may be gate); the same bits on every ISA.
+void swiglu(const float* gate, const float* up, float* out, int64_t n, Isa isa = Isa::Scalar);
+namespace detail {
+void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
+}
 
 // out[i] = gelu_tanh(gate[i]) * up[i] (kernels/cpu/portable_math.hpp).
 void geglu(const float* gate, const float* up, float* out, int64_t n);
