@@ -18,6 +18,7 @@
 #include "engine/prompt.hpp"
 #include "engine/session.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/logit_compare.hpp"
 #include "tests/reference_forward.hpp"
 #include "tests/synth_fixture.hpp"
 
@@ -42,21 +43,13 @@ Fidelity measure(const std::vector<float>& ours, const std::vector<double>& ref,
   for (size_t row = 0; row < rows; ++row) {
     const float* o = &ours[row * size_t(n_vocab)];
     const double* r = &ref[row * size_t(n_vocab)];
-    double r_max = r[0], o_max = o[0];
-    size_t r_arg = 0, o_arg = 0;
+    const size_t r_arg = size_t(std::max_element(r, r + n_vocab) - r);
+    const size_t o_arg = size_t(std::max_element(o, o + n_vocab) - o);
     for (int v = 0; v < n_vocab; ++v) {
       f.max_error = std::max(f.max_error, std::abs(double(o[v]) - r[v]));
       max_abs = std::max(max_abs, std::abs(r[v]));
-      if (r[v] > r_max) r_max = r[v], r_arg = size_t(v);
-      if (o[v] > o_max) o_max = o[v], o_arg = size_t(v);
     }
-    double r_sum = 0, o_sum = 0;
-    for (int v = 0; v < n_vocab; ++v) r_sum += std::exp(r[v] - r_max), o_sum += std::exp(double(o[v]) - o_max);
-    double kl = 0;
-    for (int v = 0; v < n_vocab; ++v) {
-      const double log_p = r[v] - r_max - std::log(r_sum), log_q = double(o[v]) - o_max - std::log(o_sum);
-      kl += std::exp(log_p) * (log_p - log_q);
-    }
+    const double kl = test::kl_divergence(test::log_softmax(r, n_vocab), test::log_softmax(o, n_vocab));
     f.mean_kl += kl / double(rows);
     f.argmax += (r_arg == o_arg ? 1.0 : 0.0) / double(rows);
   }

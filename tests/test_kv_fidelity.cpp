@@ -26,6 +26,7 @@
 #include "engine/prompt.hpp"
 #include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/logit_compare.hpp"
 #include "tests/reference_forward.hpp"
 #include "tests/synth_fixture.hpp"
 
@@ -41,17 +42,6 @@ double seconds_of(const std::function<void()>& f, int reps) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
-}
-
-// log-softmax of one row, in double.
-std::vector<double> log_softmax(const float* row, int n) {
-  double top = row[0];
-  for (int i = 1; i < n; ++i) top = std::max(top, double(row[i]));
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(double(row[i]) - top);
-  std::vector<double> out(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out[size_t(i)] = double(row[i]) - top - std::log(sum);
-  return out;
 }
 
 struct Row {
@@ -99,9 +89,7 @@ void measure(const std::string& name, std::shared_ptr<const Model> model, std::v
       for (int i = 0; i < V; ++i) top = std::max(top, std::fabs(ref[i]));
       for (int i = 0; i < V; ++i) err = std::max(err, std::fabs(double(row[i]) - ref[i]));
       r.max_rel_error = std::max(r.max_rel_error, err / top);
-      const auto p = log_softmax(&f32_logits[size_t(t * V)], V), q = log_softmax(row, V);
-      double kl = 0;
-      for (int i = 0; i < V; ++i) kl += std::exp(p[size_t(i)]) * (p[size_t(i)] - q[size_t(i)]);
+      const double kl = test::kl_divergence(test::log_softmax(&f32_logits[size_t(t * V)], V), test::log_softmax(row, V));
       kl_sum += kl;
       r.kl_max = std::max(r.kl_max, kl);
       same += std::max_element(row, row + V) - row == std::max_element(&f32_logits[size_t(t * V)], &f32_logits[size_t(t * V)] + V) - &f32_logits[size_t(t * V)];
