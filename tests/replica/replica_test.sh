@@ -175,15 +175,25 @@ is "after the interrupted forward: nothing pending, the chain verifies" \
 echo "# the primary down mid-answer"
 p -c "BEGIN" -c "LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
 locker=$!
-error "$sport" "SELECT kvg_answer('$q')" >"$dir/mid_answer.err" &
+# The lock first: an answer sent before it is taken is recorded at once.
+until_true "SELECT count(*) = 1 FROM pg_locks WHERE relation = 'kvg.audit_head'::regclass AND mode = 'ExclusiveLock' AND granted"
+pair_on "$sport" -v VERBOSITY=verbose -c "SELECT kvg_answer('$q')" >"$dir/mid_answer.out" 2>&1 &
 answering=$!
 # The forwarded append waits for the head's lock: the primary is stopped then.
 until_true "SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'kvg audit forwarder' AND wait_event_type = 'Lock'"
+waited=$?
 pair_stop primary
 wait $answering $locker
-err=$(cat "$dir/mid_answer.err")
+err=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): /\1: /p' "$dir/mid_answer.out" | head -1)
 [[ "$err" == "08006: "*"connection to the primary broke"* ]]
-ok "the primary stopped while recording: 08006, no answer returned" $? "$err"
+ok "the primary stopped while recording: 08006, no answer returned" $? \
+  "the forwarder was seen waiting for the lock: $([ $waited = 0 ] && echo yes || echo no)
+the standby session printed:
+$(cat "$dir/mid_answer.out")
+the standby's log:
+$(tail -15 "$dir/standby.log")
+the primary's log:
+$(tail -15 "$dir/primary.log")"
 pair_start primary || exit 1
 is "after the restart the chain verifies" "$(p -c 'SELECT kvg_audit_verify() IS NULL')" t
 # A standby session whose connection the restart closed opens a new one. Its
