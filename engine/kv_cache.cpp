@@ -47,12 +47,13 @@ void KvCache::reserve(int64_t n) {
   // 256 positions) so the decode that follows a prefill or a graft does not
   // reallocate at once — that copy (and the zeroing of the doubled buffer)
   // was most of what a 2,000-token graft cost beyond hashing and one step.
+  // ZeroedFloats now grows without either (engine/zeroed_floats.hpp).
   int64_t cap = max_positions_;
   if (max_bytes_ > 0) cap = std::min(cap, first_ + max_bytes_ / std::max<int64_t>(1, bytes_for(1)));
   const int64_t headroom = std::max<int64_t>(256, held / 4);
   const int64_t target = std::min(cap, first_ + std::max<int64_t>(held + headroom, (reserved_ - first_) * 2));
-  for (auto& layer : k_) layer.resize(size_t((target - first_) * row_floats_));
-  for (auto& layer : v_) layer.resize(size_t((target - first_) * row_floats_));
+  for (auto& layer : k_) layer.grow(size_t((target - first_) * row_floats_));
+  for (auto& layer : v_) layer.grow(size_t((target - first_) * row_floats_));
   reserved_ = target;
 }
 

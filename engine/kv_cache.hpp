@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/zeroed_floats.hpp"
+
 namespace kvg {
 
 class KvCache {
@@ -50,7 +52,7 @@ class KvCache {
   int64_t reserved_ = 0;  // positions [first_, reserved_) are allocated
   int64_t max_bytes_ = 0;
   const char* limit_name_;
-  std::vector<std::vector<float>> k_, v_;
+  std::vector<ZeroedFloats> k_, v_;  // per layer; unfilled rows read 0
 };
 
 }  // namespace kvg

@@ -11,11 +11,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "storage/background_hasher.hpp"
 #include "storage/byte_stream.hpp"
 #include "storage/kv_codec.hpp"
 #include "storage/sha256.hpp"
@@ -149,6 +151,12 @@ class ArtifactReader {
   // Reads layer `layer` (must be the next one) into K and V (block_floats()
   // each), decoding the header's kv_dtype.
   void read_layer(uint32_t layer, float* K, float* V);
+  // From here on, fp32 layers are hashed in place by a thread of their own
+  // while the next bytes are read (storage/background_hasher.hpp): reading
+  // and hashing overlap. The caller then leaves every K and V it passed
+  // unchanged until finish() has returned or the reader is gone (a graft's
+  // KV cache rows are). Nothing read counts before finish() either way.
+  void overlap_hashing();
   // Reads up to out.size() raw payload bytes; returns fewer only at payload end.
   size_t read_payload(std::span<uint8_t> out);
   // Both check every compact row's canonical form as it is read (Corrupt,
@@ -158,14 +166,20 @@ class ArtifactReader {
   // Hashes and discards any unread payload, reads the trailer, requires end of
   // data, verifies the trailer and returns the identity.
   Digest finish();
-  // Wall seconds spent hashing and reading the source so far (a graft's
-  // verify and I/O parts; the rest of a read is the copy into place).
+  // Wall seconds the caller's thread spent hashing, or waiting for the
+  // hashing thread, and reading the source so far (a graft's verify and I/O
+  // parts; the rest of a read is the copy into place). Hashing that
+  // overlapped a read is in neither: overlapped_hash_seconds() has it all.
   double hash_seconds() const { return hash_s_; }
   double source_seconds() const { return source_s_; }
+  double overlapped_hash_seconds() const { return hasher_ ? hasher_->busy_seconds() : 0.0; }
 
  private:
-  void take(uint8_t* buf, size_t n);  // exactly n bytes or Corrupt (truncated)
-  void take_payload(uint8_t* buf, size_t n);  // take, then the canonical-form check
+  // Exactly n bytes or Corrupt (truncated); `in_place`: hashed behind the
+  // read when overlap_hashing() is on, the bytes staying where they are.
+  void take(uint8_t* buf, size_t n, bool in_place = false);
+  void hash_inline(const uint8_t* buf, size_t n);  // after what the hasher holds
+  void take_payload(uint8_t* buf, size_t n, bool in_place = false);  // take, then the canonical-form check
   void read_block(float* block);
   [[noreturn]] void truncated(uint64_t got) const;
 
@@ -181,6 +195,8 @@ class ArtifactReader {
   uint64_t payload_read_ = 0;
   bool finished_ = false;
   double hash_s_ = 0, source_s_ = 0;
+  bool overlap_ = false;
+  std::unique_ptr<BackgroundHasher> hasher_;  // last: joined before the rest goes
 };
 
 struct VerifiedArtifact {

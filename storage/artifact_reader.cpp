@@ -63,16 +63,31 @@ const ArtifactHeader& ArtifactReader::header() {
 
 void ArtifactReader::truncated(uint64_t got) const { detail::throw_truncated(expected_, got); }
 
-void ArtifactReader::take(uint8_t* buf, size_t n) {
+void ArtifactReader::overlap_hashing() { overlap_ = true; }
+
+void ArtifactReader::hash_inline(const uint8_t* buf, size_t n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (hasher_) hasher_->drain();  // sha_ is the hasher's until it has caught up
+  sha_.update(buf, n);
+  hash_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void ArtifactReader::take(uint8_t* buf, size_t n, bool in_place) {
   using Clock = std::chrono::steady_clock;
+  // A thread pays only for a payload of several chunks: one chunk hashed
+  // while the next is read.
+  if (in_place && overlap_ && !vouched_ && !hasher_ && header_ && header_->payload_bytes() >= 2 * chunk_bytes_)
+    hasher_ = std::make_unique<BackgroundHasher>(sha_);
   while (n > 0) {
     const Clock::time_point t0 = Clock::now();
     size_t r = src_.read(buf, std::min(n, chunk_bytes_));
     if (r == 0) truncated(consumed_);
     const Clock::time_point t1 = Clock::now();
     if (!vouched_) {
-      sha_.update(buf, r);
-      hash_s_ += std::chrono::duration<double>(Clock::now() - t1).count();
+      if (in_place && hasher_)
+        hasher_->submit(buf, r);
+      else
+        hash_inline(buf, r);
     }
     source_s_ += std::chrono::duration<double>(t1 - t0).count();
     consumed_ += r;
@@ -98,7 +113,8 @@ void ArtifactReader::read_block(float* block) {
   const ArtifactHeader& h = *header_;
   const size_t block_bytes = h.block_bytes();
   if (h.kv_dtype == kKvDtypeF32) {  // the bytes are the floats: straight into place
-    take_payload(reinterpret_cast<uint8_t*>(block), block_bytes);
+    // (in place for the hasher unless a byte swap is about to change them)
+    take_payload(reinterpret_cast<uint8_t*>(block), block_bytes, kHostLittleEndian);
     if constexpr (!kHostLittleEndian) byteswap_words(block, h.block_floats());
     return;
   }
@@ -120,8 +136,8 @@ size_t ArtifactReader::read_payload(std::span<uint8_t> out) {
   return n;
 }
 
-void ArtifactReader::take_payload(uint8_t* buf, size_t n) {
-  take(buf, n);
+void ArtifactReader::take_payload(uint8_t* buf, size_t n, bool in_place) {
+  take(buf, n, in_place);
   if (auto problem = canon_->feed(buf, n)) throw Error(ErrorCode::Corrupt, "artifact has a non-canonical KV row, " + *problem);
   payload_read_ += n;
 }
@@ -132,6 +148,11 @@ Digest ArtifactReader::finish() {
   if (payload_remaining() > 0) {
     std::vector<uint8_t> scratch(static_cast<size_t>(std::min<uint64_t>(payload_remaining(), chunk_bytes_)));
     while (payload_remaining() > 0) read_payload(scratch);
+  }
+  if (hasher_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    hasher_->drain();
+    hash_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   Digest expected = vouched_ ? Digest{} : Sha256(sha_).finish();
   Digest trailer;

@@ -22,6 +22,12 @@ class VerifiedBytes final : public ByteSource {
   // trailer that is the hash of the bytes before it; nullopt otherwise (the
   // caller then reads them the ordinary way, which reports what is wrong).
   static std::optional<VerifiedBytes> check(Bytes bytes, const Digest& expected);
+  // The same check over exactly `size` bytes read from `src` in reads of
+  // `chunk_bytes`, hashed behind the reads (storage/background_hasher.hpp):
+  // what a cache miss costs is the read or the hash, not both. A source of
+  // another length gives nullopt too.
+  static std::optional<VerifiedBytes> read_checked(ByteSource& src, uint64_t size, const Digest& expected,
+                                                   size_t chunk_bytes);
   // Bytes a previous check() established (a cache entry). Not re-checked.
   static VerifiedBytes vouched(Bytes bytes, const Digest& identity) { return VerifiedBytes(std::move(bytes), identity); }
 

@@ -92,5 +92,36 @@ TEST(VerifiedBytes, ReadsAsThePlainBytesWithoutHashingThem) {
   EXPECT_EQ(read_back(again).payload, expected.payload) << "a second reader of the same cached bytes";
 }
 
+// A cache miss reads the large object once, hashing behind the reads: the
+// same vouching as check(), and nothing for a source of another length.
+TEST(VerifiedBytes, ReadCheckedVouchesExactlyAsCheckDoes) {
+  const Written a = small_artifact();
+  for (size_t chunk : {size_t(1), size_t(7), size_t(64), size_t(1) << 22}) {
+    MemorySource src(*a.bytes);
+    auto got = VerifiedBytes::read_checked(src, a.bytes->size(), a.identity, chunk);
+    ASSERT_TRUE(got.has_value()) << "chunks of " << chunk;
+    EXPECT_EQ(*got->bytes(), *a.bytes);
+    EXPECT_EQ(read_back(*got).identity, a.identity);
+  }
+  Digest other = a.identity;
+  other[5] ^= 4;
+  MemorySource src(*a.bytes);
+  EXPECT_FALSE(VerifiedBytes::read_checked(src, a.bytes->size(), other, 64).has_value()) << "another name";
+  auto damaged = std::make_shared<std::vector<uint8_t>>(*a.bytes);
+  damaged->back() ^= 0x80;
+  MemorySource bad(*damaged);
+  EXPECT_FALSE(VerifiedBytes::read_checked(bad, damaged->size(), sha256(std::span<const uint8_t>(*damaged)), 64))
+      << "a bad trailer under the hash of its bytes";
+  const std::vector<uint8_t> shorter(a.bytes->begin(), a.bytes->end() - 1);
+  MemorySource short_src(shorter);
+  EXPECT_FALSE(VerifiedBytes::read_checked(short_src, a.bytes->size(), a.identity, 64)) << "shorter than its row";
+  std::vector<uint8_t> longer = *a.bytes;
+  longer.push_back(0);
+  MemorySource long_src(longer);
+  EXPECT_FALSE(VerifiedBytes::read_checked(long_src, a.bytes->size(), a.identity, 64)) << "longer than its row";
+  MemorySource tiny(*a.bytes);
+  EXPECT_FALSE(VerifiedBytes::read_checked(tiny, 10, a.identity, 64)) << "smaller than a trailer";
+}
+
 }  // namespace
 }  // namespace kvg

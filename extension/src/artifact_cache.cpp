@@ -53,26 +53,6 @@ ArtifactCache& backend_artifact_cache() {
   return cache;
 }
 
-namespace {
-
-// The whole large object, read in its store's chunks (polling cancellation).
-VerifiedBytes::Bytes read_whole(LoStore& store, const Digest& id, uint64_t size) {
-  auto bytes = std::make_shared<std::vector<uint8_t>>(size_t(size));
-  auto source = store.get_unverified(id);
-  // In the store's chunks: the source polls cancellation before each.
-  size_t got = 0;
-  while (got < bytes->size()) {
-    const size_t r = source->read(bytes->data() + got, std::min(bytes->size() - got, kLargeObjectChunkBytes));
-    if (r == 0) return nullptr;  // shorter than its row says
-    got += r;
-  }
-  uint8_t extra;
-  if (source->read(&extra, 1) != 0) return nullptr;  // longer than its row says
-  return bytes;
-}
-
-}  // namespace
-
 std::unique_ptr<ByteSource> open_through_cache(LoStore& store, const Digest& id) {
   const StoredArtifact row = store.require(id);  // the row under this snapshot, every time
   ArtifactCache& cache = backend_artifact_cache();
@@ -83,7 +63,9 @@ std::unique_ptr<ByteSource> open_through_cache(LoStore& store, const Digest& id)
   if (auto bytes = cache.find(key)) return std::make_unique<VerifiedBytes>(VerifiedBytes::vouched(bytes, id));
   cache.count_miss();
   if (row.bytes > capacity) return store.get_unverified(id);
-  if (auto checked = VerifiedBytes::check(read_whole(store, id, row.bytes), id)) {
+  // In the store's chunks: the source polls cancellation before each.
+  auto source = store.get_unverified(id);
+  if (auto checked = VerifiedBytes::read_checked(*source, row.bytes, id, kLargeObjectChunkBytes)) {
     cache.insert(key, checked->bytes(), capacity);
     return std::make_unique<VerifiedBytes>(std::move(*checked));
   }

@@ -1,9 +1,6 @@
 #include "kernels/cpu/thread_pool.hpp"
 
-#include <csignal>
-#include <pthread.h>
-
-#include "common/fault_signals.hpp"
+#include "common/quiet_thread.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -22,16 +19,9 @@ constexpr int kSpinRounds = 20000;
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 1) return;
-  // Threads inherit the creator's signal mask: block everything while they
-  // are created, then restore the caller's mask. Everything but the fault
-  // signals: a worker reading a model file truncated under it must reach the
-  // SIGBUS handler (engine/gguf/mapping_guard.hpp), not be killed with it blocked.
-  sigset_t all, previous;
-  sigfillset(&all);
-  remove_synchronous_fault_signals(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  // Fault signals stay deliverable: a worker reading a model file truncated
+  // under it must reach the SIGBUS handler (engine/gguf/mapping_guard.hpp).
+  for (int i = 1; i < n_threads; ++i) workers_.push_back(start_quiet_thread([this] { worker_loop(); }));
 }
 
 ThreadPool::~ThreadPool() {
