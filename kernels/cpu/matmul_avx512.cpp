@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/kquant_chunk_sse.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/prefetch_rows.hpp"
 #include "kernels/cpu/weight_decode.hpp"
 
 namespace kvg::detail {
@@ -118,6 +119,7 @@ void tile_q8_one_token(const WeightMatrix& w, const float* x, int64_t t0, int64_
     const __m512 x0 = _mm512_loadu_ps(xs + k), x1 = _mm512_loadu_ps(xs + k + 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+      if constexpr (R > 1) prefetch_next_group(block[r], w.row_bytes, R, 34);
       const __m512 d = _mm512_set1_ps(q_scale(block[r]));
       const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + 2));
       const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block[r] + 18));
@@ -145,6 +147,7 @@ void tile_kquant_one_token(const WeightMatrix& w, const float* x, int64_t t0, in
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = w.row(r0 + r) + size_t(b) * kquant_block_bytes<kType>;
+      if constexpr (R > 1) prefetch_next_group(block, w.row_bytes, R, kquant_block_bytes<kType>);
       alignas(64) float scale[16], offset[16];
       // Q4_K and Q5_K scale sub-blocks of 32 (two chunks), the others of 16.
       constexpr int kStep = kType == WeightType::Q4_K || kType == WeightType::Q5_K ? 2 : 1;

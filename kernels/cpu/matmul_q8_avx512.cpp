@@ -97,8 +97,7 @@ void q8_0_decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
         const uint8_t* block = rows[r] + b * 34;
-        for (int line = 0; line < 68; line += 64)  // both blocks' bytes, ~512 ahead (decode_rows8)
-          _mm_prefetch(reinterpret_cast<const char*>(block + 512 + line), _MM_HINT_T0);
+        prefetch_next_group(block, w.row_bytes, 8, 68);  // both blocks' bytes
         const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load32(block + 2)), load32(block + 36), 1);
         lanes[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, flip), qv);  // + 128 * Σ q
       }

@@ -18,10 +18,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/activation_quant.hpp"
 #include "kernels/cpu/kquant_chunk_sse.hpp"
+#include "kernels/cpu/prefetch_rows.hpp"
 #include "kernels/cpu/q8_weight_ints.hpp"
 
 namespace kvg::detail {
@@ -39,10 +41,6 @@ struct RowBlockTerms {
   float d, d2;
 };
 
-// How far ahead of the block being read decode prefetches each row: ~512
-// bytes, at least two blocks.
-template <WeightType kType>
-constexpr int kPrefetchAhead = Q8Weights<kType>::kBytes * 2 > 512 ? Q8Weights<kType>::kBytes * 2 : 512;
 
 // One token's block b, shared by the rows of a group.
 struct BlockActs {
@@ -158,10 +156,8 @@ void decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0, int
 #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) {
         // Eight row streams: the hardware prefetcher alone leaves decode
-        // waiting on memory, so ask for every cache line of each row's data
-        // a few blocks ahead.
-        for (int line = 0; line < W::kBytes; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rows[r] + b * W::kBytes + kPrefetchAhead<kType> + line), _MM_HINT_T0);
+        // waiting on memory, so ask for every cache line of the next group's.
+        prefetch_next_group(rows[r] + b * W::kBytes, w.row_bytes, 8, W::kBytes);
         const RowBlockTerms terms = row_block_terms<D, kType>(rows[r] + b * W::kBytes, acts);
         lanes1[r] = terms.i1, lanes2[r] = terms.i2, d[r] = terms.d, d2[r] = terms.d2;
       }
