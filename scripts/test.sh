@@ -87,9 +87,9 @@ echo "== PostgreSQL extension"
 "$repo/scripts/pg-test.sh"
 pg_status=$?
 grep -q '^pg_regress \|^pgtap \|^restore ' "$KVG_COUNTS" || record postgresql 0 1 0
-while read -r suite p f s; do  # pgTAP skip()s: their reasons are in the output above
-  why+=("$s in $suite (pgTAP skip, reason printed above)")
-done < <(awk '($1 == "pgtap" || $1 == "restore") && $4 > 0' "$KVG_COUNTS")
+while read -r suite p f s; do  # pgTAP skip()s and the disk full test: their reasons are in the output above
+  why+=("$s in $suite (reason printed above)")
+done < <(awk '($1 == "pgtap" || $1 == "restore" || $1 == "disk_full") && $4 > 0' "$KVG_COUNTS")
 
 echo "== Read replica: a primary and a hot standby (tests/replica/replica_test.sh)"
 # Its own two servers (ports KVG_PGPORT + 13 and + 14), with the extension

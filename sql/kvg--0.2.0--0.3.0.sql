@@ -146,3 +146,109 @@ COMMENT ON FUNCTION public.kvg_artifact_cache_stats() IS
   'and evictions since the backend started.';
 REVOKE EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() TO kvg_user;
+
+-- Deleting an artifact (docs/operations.md, "Deleting an artifact") ---------------
+-- A plain DELETE FROM kvg.artifacts unlinks the large object (trigger
+-- artifacts_unlink) but knows nothing of what relies on the artifact. This
+-- function refuses, naming each, to delete an artifact that
+--   * is a library entry's (kvg.knowledge): the entry could no longer be
+--     answered from;
+--   * is the parent of stored artifacts: a graft needs the whole chain, so
+--     its continuations could no longer be grafted;
+--   * was grafted by an audited call (generate, answer, chat, solve,
+--     graft_check): that call's output could no longer be re-checked
+--     against the bytes it grafted.
+-- The audit rows that record an artifact's creation (capture, import,
+-- learn) do not hold it back: what they state, that these bytes had this
+-- SHA-256, stays checkable against any exported copy. Audit rows are never
+-- changed, so the chain verifies either way.
+-- force => true deletes it anyway, together with every artifact that
+-- continues it (children, their children, ...) and the library entries of
+-- any of them; a NOTICE names each entry and says which audit rows name a
+-- deleted artifact. Returns the bytes of the artifacts deleted: space that
+-- VACUUM pg_largeobject makes reusable. NULL or blank: NULL, nothing deleted.
+CREATE FUNCTION public.kvg_artifact_delete(artifact text, force boolean DEFAULT false) RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  doomed text[];
+  needed text[] := '{}';
+  what text;
+  n bigint;
+  first_id bigint;
+  last_id bigint;
+  entry record;
+  freed bigint;
+BEGIN
+  IF btrim(artifact) = '' THEN
+    RETURN NULL;
+  END IF;
+  IF artifact !~ '^[0-9a-f]{64}$' THEN
+    RAISE EXCEPTION 'artifact must be 64 lowercase hexadecimal digits (a SHA-256), not "%"', artifact
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- Locked, so that two deletes of one chain do not interleave; a concurrent
+  -- continuation or library entry is caught by the deferred foreign keys at
+  -- commit (23503), as for any DELETE.
+  PERFORM FROM kvg.artifacts a WHERE a.sha256 = artifact FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'artifact % is not stored', artifact USING ERRCODE = 'undefined_object';
+  END IF;
+
+  IF NOT force THEN
+    SELECT string_agg(format('%s (%s)', k.id, quote_literal(left(k.question, 60))), ', ' ORDER BY k.id)
+      INTO what FROM kvg.knowledge k WHERE k.artifact_sha256 = artifact;
+    IF what IS NOT NULL THEN
+      needed := needed || ('it is the artifact of library entry ' || what);
+    END IF;
+    SELECT count(*), string_agg(a.sha256, ', ' ORDER BY a.sha256)
+      INTO n, what FROM kvg.artifacts a WHERE a.parent_sha256 = artifact;
+    IF n > 0 THEN
+      needed := needed || format('it is the parent of %s stored artifact%s (%s)', n,
+                                 CASE WHEN n > 1 THEN 's' ELSE '' END, what);
+    END IF;
+    SELECT count(*), string_agg(DISTINCT u.operation, ', '), min(u.id)
+      INTO n, what, first_id FROM kvg.audit u
+      WHERE u.artifact_sha256 = artifact AND u.operation NOT IN ('capture', 'import', 'learn');
+    IF n > 0 THEN
+      needed := needed || format('%s audit row%s grafted it (%s; the first is id %s)', n,
+                                 CASE WHEN n > 1 THEN 's' ELSE '' END, what, first_id);
+    END IF;
+    IF cardinality(needed) > 0 THEN
+      RAISE EXCEPTION 'artifact % is still needed: %', artifact, array_to_string(needed, '; ')
+        USING ERRCODE = 'dependent_objects_still_exist',
+              HINT = 'kvg_artifact_delete(artifact, force => true) deletes it with its continuations and their '
+                     'library entries; audit rows are kept (docs/operations.md).';
+    END IF;
+    doomed := ARRAY[artifact];
+  ELSE
+    WITH RECURSIVE chain(sha256) AS (
+      SELECT artifact
+      UNION
+      SELECT a.sha256 FROM kvg.artifacts a JOIN chain c ON a.parent_sha256 = c.sha256
+    )
+    SELECT array_agg(c.sha256) INTO doomed FROM chain c;
+    PERFORM FROM kvg.artifacts a WHERE a.sha256 = ANY (doomed) FOR UPDATE;
+    FOR entry IN DELETE FROM kvg.knowledge k WHERE k.artifact_sha256 = ANY (doomed)
+                 RETURNING k.id, k.question, k.artifact_sha256 LOOP
+      RAISE NOTICE 'kvg_artifact_delete: deleted library entry % (%), whose artifact was %',
+        entry.id, quote_literal(left(entry.question, 60)), entry.artifact_sha256;
+    END LOOP;
+    SELECT count(*), min(u.id), max(u.id) INTO n, first_id, last_id
+      FROM kvg.audit u WHERE u.artifact_sha256 = ANY (doomed);
+    IF n > 0 THEN
+      RAISE NOTICE 'kvg_artifact_delete: % audit row% (ids % to %) name a deleted artifact; they are kept, and '
+                   'the chain still verifies', n, CASE WHEN n > 1 THEN 's' ELSE '' END, first_id, last_id;
+    END IF;
+  END IF;
+
+  WITH gone AS (DELETE FROM kvg.artifacts a WHERE a.sha256 = ANY (doomed) RETURNING a.bytes)
+  SELECT coalesce(sum(g.bytes), 0) INTO freed FROM gone g;
+  RETURN freed;
+END
+$$;
+COMMENT ON FUNCTION public.kvg_artifact_delete(text, boolean) IS
+  'Deletes an artifact and its large object, refusing (2BP01) one that a library entry, a stored continuation or '
+  'an audited graft needs, unless force => true (then its continuations and their library entries go too; audit '
+  'rows stay). Returns the bytes deleted; VACUUM pg_largeobject makes them reusable.';
+REVOKE EXECUTE ON FUNCTION public.kvg_artifact_delete(text, boolean) FROM PUBLIC;

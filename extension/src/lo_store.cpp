@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "extension/src/disk_headroom.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/spi.hpp"
@@ -141,6 +142,7 @@ ArtifactMeta meta_from_header(const ArtifactHeader& header) {
 
 LoStore::Writer::Writer(LoStore& store) : store_(store) {
   refuse_on_standby("storing an artifact", "a standby is read-only");
+  lo_blocks_at_start_ = disk_headroom::check_before_write();  // kvg.min_free_disk
   OwnerRights owner;  // the object belongs to the owner, not the caller
   loid_ = create_object();
   fd_ = open_object(loid_, INV_WRITE);
@@ -177,6 +179,7 @@ void LoStore::Writer::flush() {
   check_for_interrupts();
   write_object(fd_, buffer_.data(), buffer_.size());
   buffer_.clear();
+  disk_headroom::check_after_write(lo_blocks_at_start_);
 }
 
 Digest LoStore::Writer::commit(const ArtifactMeta& meta, Provenance provenance) {

@@ -81,6 +81,7 @@ class LoStore final : public ArtifactStore {
     uint64_t bytes_ = 0;
     std::vector<uint8_t> buffer_;
     bool committed_ = false;
+    uint32_t lo_blocks_at_start_ = 0;  // pg_largeobject's size when this artifact began (disk_headroom.hpp)
   };
 
   // Runs its catalog statements on the caller's SPI connection.

@@ -50,6 +50,9 @@
 //                      ... SET): forbids every non-exact graft (a positional
 //                      composition) for regulated use; a role it is set for
 //                      cannot switch it off.
+//  kvg.min_free_disk   superuser: free space kept on the database's
+//                      filesystem for VACUUM; below it new artifacts are
+//                      refused (disk_headroom.hpp).
 //  kvg.gpu_staging_memory  superuser: page-locked host memory is taken from
 //                      the machine's RAM, cannot be swapped, and every
 //                      backend that uses the GPU holds its own.
@@ -67,6 +70,7 @@
 #include "common/error.hpp"
 
 #include "engine/knowledge_prompt.hpp"
+#include "extension/src/disk_headroom.hpp"
 #include "extension/src/primary_link.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -232,6 +236,7 @@ void define() {
                           "buffers only grow: a lower value applies to backends that have not used the GPU yet.",
                           &gpu_staging_kb_value, 3 * 64 * 1024, 3 * 1024, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr,
                           nullptr, nullptr);
+  disk_headroom::define_setting();
   MarkGUCPrefixReserved("kvg");
 }
 

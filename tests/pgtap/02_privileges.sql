@@ -13,7 +13,7 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(p.proname::text ORDER BY p.proname),
-          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_cache_stats', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
+          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_cache_stats', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
                 'kvg_chat', 'kvg_chat_prompt', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                 'kvg_graft_check', 'kvg_import', 'kvg_learn',
                 'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_vacuum'],
@@ -27,8 +27,9 @@ FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)'
                   'public.kvg_generate_bytes(text, integer, text, bigint, double precision)',
                   'public.kvg_generate_positional(text[], text, integer)']) AS f;
 SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_orphans()', 'EXECUTE')
-          AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE'),
-          'kvg_user cannot list or remove orphaned large objects (the owner''s job)');
+          AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE')
+          AND NOT has_function_privilege('kvg_user', 'public.kvg_artifact_delete(text, boolean)', 'EXECUTE'),
+          'kvg_user cannot list or remove orphaned large objects, nor delete artifacts (the owner''s job)');
 SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE'),
           'kvg_user cannot produce manifests (they hold every role''s rows)');
 SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# A full disk, and getting the space back (docs/operations.md, "When the
+# disk fills"), on a small filesystem this test makes itself: a 48 MB tmpfs
+# holding a tablespace, and a database in it (pg_largeobject, where the
+# artifacts' bytes live, is in the database's tablespace). Its own throwaway
+# cluster (port KVG_PGPORT+102, Unix socket only); WAL stays on the cluster's
+# disk.
+#
+#  1. kvg.min_free_disk = 16MB: captures, each committed, until kvg refuses
+#     with 53100 while the filesystem still has that headroom; nothing is
+#     half-written, an answer that stores nothing still works. The procedure
+#     (kvg_artifact_delete, kvg_vacuum(), VACUUM pg_largeobject) runs in the
+#     headroom, and captures succeed again in the space it gave back.
+#  2. kvg.min_free_disk = 0 (no headroom): captures until PostgreSQL itself
+#     fails with 53100; nothing is half-written. The procedure for a full
+#     disk: make room outside the database first (here the ballast file the
+#     runbook keeps), then the same steps; a capture succeeds again.
+#
+# Prints "ok N - ..." / "not ok N - ..." lines. Needs root (mount) and the
+# extension installed (scripts/pg-cluster.sh start does that). Exits 77 when
+# it cannot mount (not root, no sudo): scripts/pg-test.sh counts that as a
+# skip, and as a failure under CI=true.
+set -uo pipefail
+source "$(dirname "$0")/../../scripts/pg-env.sh"
+model=${KVG_DISK_FULL_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
+[ -f "$model" ] || { echo "disk full test: no model at $model"; exit 1; }
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  sudo -n true 2>/dev/null || { echo "disk full test: mounting a tmpfs needs root or sudo"; exit 77; }
+  sudo="sudo -n"
+fi
+port=$((pg_port + 102))
+dir=$(mktemp -d /tmp/kvg-diskfull.XXXXXX)  # the server's user owns it: its socket goes there
+chmod 755 "$dir"
+$sudo chown postgres: "$dir"
+small=$dir/small   # the small filesystem
+data=$dir/data     # the cluster, on the ordinary disk
+export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=diskfull
+n=0 failures=0
+
+cleanup() {
+  as_postgres "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+  mountpoint -q "$small" && $sudo umount "$small"
+  $sudo rm -rf "$dir"
+}
+trap cleanup EXIT
+
+check() {  # check CONDITION-EXIT-STATUS DESCRIPTION
+  n=$((n + 1))
+  if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failures=$((failures + 1)); fi
+}
+q() { psql -X -At -v ON_ERROR_STOP=1 -c "$1"; }
+free_mb() { df -m --output=avail "$small" | tail -1 | tr -d ' '; }
+
+# Captures of ~360 tokens (about 460 KB each), each in its own transaction,
+# until one fails; prints how many were stored and the error, with SQLSTATE.
+# The number comes first in the prompt, so no capture's tokens begin another's.
+fill() {
+  local before after err
+  before=$(q "SELECT count(*) FROM kvg.artifacts")
+  err=$(psql -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "
+    DO \$\$
+    BEGIN
+      FOR i IN 1..1000 LOOP
+        PERFORM public.kvg_capture(format('Story %s. ', i + $1) || repeat('Once upon a time there was a girl. ', 40));
+        COMMIT;
+      END LOOP;
+    END \$\$" 2>&1 | grep -m1 '^ERROR:')
+  after=$(q "SELECT count(*) FROM kvg.artifacts")
+  echo "$((after - before)) $err"
+}
+
+# Nothing half-written: every artifact verifies, no large object without its
+# row or row without its object, every capture row's artifact is stored or
+# was deleted on purpose, nothing pending, the audit chain verifies.
+consistent() {
+  q "SELECT (SELECT count(*) FILTER (WHERE NOT public.kvg_artifact_verify(sha256)) FROM kvg.artifacts)
+          + (SELECT count(*) FROM public.kvg_orphans())
+          + (SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS
+              (SELECT FROM kvg.audit u WHERE u.operation = 'capture' AND u.artifact_sha256 = a.sha256))
+          + (SELECT count(*) FROM kvg.audit_pending)
+          + (CASE WHEN public.kvg_audit_verify() IS NULL THEN 0 ELSE 1 END)"
+}
+
+# The documented procedure: delete the oldest half of the artifacts (plain
+# captures: kvg_artifact_delete needs no force), unlink orphans, VACUUM.
+reclaim() {
+  local half=$(( $(q "SELECT count(*) FROM kvg.artifacts") / 2 ))
+  q "SELECT sum(public.kvg_artifact_delete(sha256)) FROM
+       (SELECT sha256 FROM kvg.artifacts ORDER BY created_at, sha256 LIMIT $half) oldest" >/dev/null &&
+    q "SELECT public.kvg_vacuum()" >/dev/null &&
+    psql -X -q -v ON_ERROR_STOP=1 -c "VACUUM pg_largeobject"
+}
+
+echo "disk full test: cluster on port $port, a 48 MB tmpfs at $small"
+mkdir "$small"
+$sudo mount -t tmpfs -o size=48m,mode=755 kvg-disk-full "$small" ||
+  { echo "disk full test: cannot mount a tmpfs"; exit 77; }
+# The runbook's ballast: 4 MB kept on the filesystem, to delete when it fills.
+$sudo fallocate -l 4M "$small/ballast"
+$sudo mkdir "$small/tablespace" && $sudo chown postgres: "$small/tablespace"
+
+as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || exit 1
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = $port
+max_connections = 10
+shared_buffers = 16MB
+autovacuum = off
+CONF
+# autovacuum off: the test decides when VACUUM runs (it would otherwise race
+# the fill for the last free pages).
+as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$dir/server.log" -w start >/dev/null || { cat "$dir/server.log"; exit 1; }
+psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE TABLESPACE small LOCATION '$small/tablespace'" \
+  -c "CREATE DATABASE diskfull TABLESPACE small" || exit 1
+q "CREATE EXTENSION kvg" >/dev/null || exit 1
+q "ALTER DATABASE diskfull SET kvg.model = '$model'" >/dev/null
+q "ALTER DATABASE diskfull SET kvg.device = 'cpu'" >/dev/null
+echo "# $(free_mb) MB free on the small filesystem after CREATE DATABASE"
+
+echo "# 1. headroom: kvg.min_free_disk = 16MB"
+q "ALTER DATABASE diskfull SET kvg.min_free_disk = '16MB'" >/dev/null
+read -r stored err < <(fill 0)
+free=$(free_mb)
+echo "# stored $stored artifacts, then: $err ($free MB free)"
+[ "$stored" -ge 10 ]
+check $? "captures are stored until the headroom is reached ($stored)"
+[[ "$err" == "ERROR:  53100: kvg refuses to store a new artifact"*"less than kvg.min_free_disk (16 MB)"* ]]
+check $? "then kvg refuses a capture with 53100, naming kvg.min_free_disk"
+[ "$free" -ge 14 ]
+check $? "the headroom is kept: $free MB free (at least 14 of the 16 MB)"
+[ "$(consistent)" = 0 ]
+check $? "nothing half-written: artifacts verify, no orphans, the audit chain verifies"
+q "SELECT public.kvg_generate('Once upon a time', 8)" >/dev/null
+check $? "an answer that stores no artifact still works (its audit row fits in the headroom)"
+err=$(psql -X -q -v VERBOSITY=verbose -c "SELECT public.kvg_capture('One more story, please.')" 2>&1 | grep -m1 '^ERROR:')
+[[ "$err" == "ERROR:  53100: kvg refuses"* ]]
+check $? "a further capture is refused too"
+los=$(q "SELECT count(*) FROM pg_largeobject_metadata")
+arts=$(q "SELECT count(*) FROM kvg.artifacts")
+[ "$los" = "$arts" ]
+check $? "the refused captures left no large object behind ($los objects, $arts artifacts)"
+reclaim
+check $? "the procedure runs in the headroom: kvg_artifact_delete the oldest half, kvg_vacuum(), VACUUM pg_largeobject"
+echo "# $(free_mb) MB free after it: VACUUM makes the deleted pages reusable inside pg_largeobject, and returns only the file's tail to the filesystem"
+read -r again err < <(fill 1000)
+echo "# stored $again artifacts again, then: $err"
+[ "$again" -ge $((arts / 4)) ]
+check $? "captures succeed again in the space given back: $again after deleting $((arts / 2))"
+[ "$(consistent)" = 0 ]
+check $? "and everything verifies"
+
+echo "# 2. no headroom (kvg.min_free_disk = 0)"
+q "ALTER DATABASE diskfull SET kvg.min_free_disk = 0" >/dev/null
+read -r stored err < <(fill 2000)
+echo "# stored $stored artifacts, then: $err ($(free_mb) MB free)"
+[[ "$err" == "ERROR:  53100: "* ]]
+check $? "the full filesystem fails a capture with PostgreSQL's own 53100"
+[ "$(consistent)" = 0 ]
+check $? "nothing half-written: artifacts verify, no orphans, the audit chain verifies"
+# Not checked (it depends on which of VACUUM's files exist already), only shown.
+if vacuum_full_disk=$(psql -X -q -v VERBOSITY=verbose -c "VACUUM pg_largeobject" 2>&1); then
+  echo "# VACUUM pg_largeobject on the full filesystem ran"
+else
+  echo "# VACUUM pg_largeobject on the full filesystem: $(grep -m1 '^ERROR:' <<<"$vacuum_full_disk")"
+fi
+$sudo rm "$small/ballast"
+echo "# removed the 4 MB ballast: $(free_mb) MB free"
+reclaim
+check $? "with the ballast gone, the procedure runs"
+[ "$(consistent)" = 0 ]
+check $? "after it: artifacts verify, no orphans, the audit chain verifies"
+q "SELECT public.kvg_capture('After the ballast went, the cat came back.')" >/dev/null
+check $? "a capture succeeds again"
+
+echo "1..$n"
+if [ "$failures" -gt 0 ]; then
+  echo "disk full test: $failures of $n FAILED"; tail -20 "$dir/server.log"
+  exit 1
+fi
+echo "disk full test: all $n passed"
