@@ -9,8 +9,11 @@ packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           libpcre2-dev)  # PCRE2: the byte-level BPE pre-tokenizer regexes
 # --tests: also the tools only tests use: Chromium (headless screenshots of
 # scripts/bench-report.py's page) and clang with its libFuzzer runtime (the
-# fuzz harnesses, tests/fuzz). scripts/test.sh asks for them; the demo not.
-[ "${1:-}" = --tests ] && packages+=(chromium clang libclang-rt-14-dev)
+# fuzz harnesses, tests/fuzz), and what builds and checks the Debian
+# packages (scripts/package-deb.sh, tests/deb). scripts/test.sh asks for
+# them; the demo not.
+[ "${1:-}" = --tests ] && packages+=(chromium clang libclang-rt-14-dev
+                                     debhelper postgresql-server-dev-all lintian)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,8 @@
 # Every test: the GoogleTest suites and the CLI end to end (ctest), the CUDA
 # kernels under the SIMT emulator, then the extension's pg_regress, pgTAP and
 # dump/restore tests against a private PostgreSQL cluster that this script
-# starts itself, and a primary with a hot standby (tests/replica). Ends with one line of totals across every suite and a line
+# starts itself, a primary with a hot standby (tests/replica), and the Debian
+# packages built, installed, used and purged (tests/deb). Ends with one line of totals across every suite and a line
 # saying why anything skipped; exits non-zero on any failure.
 #
 # With CI=true a test that would skip for a missing file or tool fails
@@ -100,6 +101,16 @@ p=$(grep -c '^ok ' "$log/replica")
 f=$(grep -c '^not ok ' "$log/replica")
 [ "$replica_status" != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
 record replica "$p" "$f" 0
+
+echo "== Debian packages (tests/deb/deb_test.sh: build, lintian, install, a preloaded cluster, purge)"
+# Reuses build-emu (CPU-only, built above) instead of compiling the engine a
+# second time inside the package build.
+KVG_BUILD_DIR="$repo/build-emu" bash "$repo/tests/deb/deb_test.sh" 2>&1 | tee "$log/deb" | grep -v '^ok '
+deb_status=${PIPESTATUS[0]}
+p=$(grep -c '^ok ' "$log/deb")
+f=$(grep -c '^not ok ' "$log/deb")
+[ "$deb_status" != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
+record deb "$p" "$f" 0
 
 echo
 echo "== Totals"
