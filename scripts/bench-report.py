@@ -191,14 +191,16 @@ def tokens_axis(ax, grafts):
     ax.set_xscale("log", base=2)
     # One tick per length, but not two that would print over each other
     # (511, a 512-position context's longest prefix, beside another's 512).
-    ticks = []
+    ticks, shared = [], []
     for t in sorted({r["tokens"] for g in grafts for r in g["rows"]}, reverse=True):
         if not ticks or ticks[-1] / t > 1.1:
             ticks.append(t)
+        else:
+            shared.append(f"{t} is drawn at {ticks[-1]}'s tick")
     ax.set_xticks(ticks)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("prefix tokens (log scale)")
+    ax.set_xlabel("prefix tokens (log scale" + "".join(f"; {s}" for s in shared) + ")")
     ax.margins(x=0.08, y=0.15)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9, frameon=False)
