@@ -46,6 +46,7 @@
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
 #include "engine/memory_artifacts.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "tests/data_paths.hpp"
 
 #ifdef KVG_HAVE_CUDA
