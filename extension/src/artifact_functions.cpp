@@ -45,9 +45,8 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 // alone and refuses it unless the bytes are equal (docs/security.md). Stores
 // it once with its provenance and records the import in the audit trail.
 KVG_SQL_FUNCTION(kvg_import) {
-  // Called through 0.1.0's one-argument declaration before ALTER EXTENSION kvg UPDATE: verify.
   refuse_on_standby("kvg_import", "it stores an artifact");
-  const bool verify = PG_NARGS() < 2 || PG_GETARG_BOOL(1);
+  const bool verify = PG_GETARG_BOOL(1);
   const uint64_t size = arg_bytes(fcinfo, 0);
   if (size > settings::max_import_bytes())
     throw Error(ErrorCode::OutOfRange, "an artifact of " + std::to_string(size) + " bytes exceeds kvg.max_import_bytes (" +
