@@ -44,5 +44,17 @@ stage_for_server() {
   echo "$dst"
 }
 
+# init_private_cluster DATA SOCKET_DIR PORT [SETTING...]: initdb DATA, as
+# the server's user, for a throwaway test cluster: trust authentication, a
+# Unix socket in SOCKET_DIR on PORT, no TCP, and each SETTING ("name =
+# value") appended to its postgresql.conf.
+init_private_cluster() {
+  local data=$1 socket_dir=$2 port=$3
+  shift 3
+  as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || return 1
+  printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$socket_dir'" "port = $port" "$@" \
+    >>"$data/postgresql.conf"
+}
+
 # libpq settings for clients (psql, pg_regress, pg_prove, pg_dump).
 export PGHOST=$pg_run PGPORT=$pg_port PGUSER=postgres

@@ -29,15 +29,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || exit 1
-cat >>"$data/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $port
-max_connections = 20
-shared_buffers = 32MB
-restart_after_crash = on
-CONF
+init_private_cluster "$data" "$dir" "$port" "max_connections = 20" "shared_buffers = 32MB" \
+  "restart_after_crash = on" || exit 1
 ctl start || { cat "$dir/server.log"; exit 1; }
 psql -X -q -d postgres -c "CREATE DATABASE crash" || exit 1
 q "CREATE EXTENSION kvg" >/dev/null || exit 1

@@ -129,13 +129,7 @@ check $status "apt installs both packages (and what they depend on)"
   cmp -s <(dpkg-deb --fsys-tarfile "$ext_deb" | tar -xOf - ./usr/lib/postgresql/15/lib/kvg.so) "$pkglib/kvg.so"
 check $? "dpkg lists postgresql-15-kvg $version, and $pkglib/kvg.so is the package's"
 
-as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
-cat >>"$data/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $port
-shared_preload_libraries = 'kvg'
-CONF
+init_private_cluster "$data" "$dir" "$port" "shared_preload_libraries = 'kvg'"
 # The model where the server can read it, owned by its user.
 $sudo install -D -o postgres -m 644 "$model" "$dir/models/$(basename "$model")"
 as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$dir/server.log" -w start >/dev/null

@@ -100,17 +100,10 @@ $sudo mount -t tmpfs -o size=48m,mode=755 kvg-disk-full "$small" ||
 $sudo fallocate -l 4M "$small/ballast"
 $sudo mkdir "$small/tablespace" && $sudo chown postgres: "$small/tablespace"
 
-as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || exit 1
-cat >>"$data/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $port
-max_connections = 10
-shared_buffers = 16MB
-autovacuum = off
-CONF
 # autovacuum off: the test decides when VACUUM runs (it would otherwise race
 # the fill for the last free pages).
+init_private_cluster "$data" "$dir" "$port" "max_connections = 10" "shared_buffers = 16MB" "autovacuum = off" ||
+  exit 1
 as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$dir/server.log" -w start >/dev/null || { cat "$dir/server.log"; exit 1; }
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE TABLESPACE small LOCATION '$small/tablespace'" \
   -c "CREATE DATABASE diskfull TABLESPACE small" || exit 1

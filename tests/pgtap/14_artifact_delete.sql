@@ -6,10 +6,7 @@
 BEGIN;
 SELECT plan(22);
 SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
-\getenv data KVG_TEST_DATA
-\set small :data '/models/stories260K.gguf'
-SELECT set_config('kvg.model', :'small', true) \g /dev/null
-SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
+\ir small_model.psql
 -- Every capture below is a root unless it names its parent.
 SELECT set_config('kvg.prefix_reuse', 'off', true) \g /dev/null
 
