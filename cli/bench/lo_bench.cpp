@@ -1,4 +1,4 @@
-#include "cli/lo_bench.hpp"
+#include "cli/bench/lo_bench.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
