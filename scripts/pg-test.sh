@@ -3,7 +3,8 @@
 # started here if needed, with the freshly built extension installed):
 #   1. pg_regress: sql/*.sql vs expected/*.out
 #   2. pgTAP:      tests/pgtap/*.sql with pg_prove, in a fresh database (and a
-#                  synthetic ChatML model for 08_chat.sql)
+#                  synthetic ChatML model for 08_chat.sql, and docs/sql.md for
+#                  14_reference.sql)
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where
 #      tests/pgtap/restore/verify.sql checks artifacts and audit chain.
@@ -86,6 +87,8 @@ echo "== pgTAP"
 "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" synth --out "$KVG_FIXTURES/chatml.gguf" --chat-template chatml --vocab 300 \
   --n-embd 32 --n-layer 1 --n-head 2 --n-ctx 512 >/dev/null && server_readable "$KVG_FIXTURES" ||
   echo "pgTAP: could not write the ChatML model (08_chat.sql will fail)"
+# tests/pgtap/14_reference.sql: the SQL reference, where the server reads it.
+stage_for_server "$repo/docs/sql.md" docs >/dev/null
 if fresh_db kvg_tap kvg pgtap dblink; then
   pg_prove --verbose -d kvg_tap tests/pgtap/*.sql >"$log/tap" 2>&1
   tap pgtap "$log/tap" $?

@@ -56,6 +56,7 @@ BEGIN
     USING ERRCODE = 'insufficient_privilege', HINT = TG_ARGV[0];
 END
 $$;
+COMMENT ON FUNCTION kvg.refuse_change() IS 'Trigger: refuses any change to rows that state facts (the hint is its argument).';
 
 -- Artifacts (docs/artifact-format.md, docs/artifact-lifecycle.md) -------------------------
 
@@ -111,6 +112,8 @@ BEGIN
           HINT = 'An artifact is identified by its bytes; store changed bytes as a new artifact.';
 END
 $$;
+COMMENT ON FUNCTION kvg.artifact_update_check() IS
+  'Trigger: an artifact row never changes, except an unverified or derived one proven later.';
 CREATE TRIGGER artifacts_immutable BEFORE UPDATE ON kvg.artifacts
   FOR EACH ROW EXECUTE FUNCTION kvg.artifact_update_check();
 
@@ -124,6 +127,7 @@ BEGIN
   RETURN OLD;
 END
 $$;
+COMMENT ON FUNCTION kvg.artifact_unlink() IS 'Trigger: a deleted artifact row takes its large object along.';
 CREATE TRIGGER artifacts_unlink AFTER DELETE ON kvg.artifacts
   FOR EACH ROW EXECUTE FUNCTION kvg.artifact_unlink();
 
@@ -231,6 +235,7 @@ AS $$
   SELECT CASE WHEN value IS NULL THEN '-'
               ELSE octet_length(convert_to(value, 'UTF8'))::text || ':' || value END || E'\n'
 $$;
+COMMENT ON FUNCTION kvg.audit_field(text) IS 'One field of the audit row encoding: "-" or length:value, and a newline.';
 
 -- row_hash of an audit row: SHA-256 of the encoding's name and the fields in
 -- this order (docs/audit-chain.md is the normative description;
@@ -266,6 +271,7 @@ AS $$
            || kvg.audit_field(a.prev_hash),
          'UTF8')), 'hex')
 $$;
+COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit row (docs/audit-chain.md).';
 
 -- The only insert path (called by the C code's audit_append with the owner's
 -- rights): a pending row with its id; returns the id.
@@ -289,6 +295,9 @@ AS $$
           verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
   RETURNING id
 $$;
+COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
+                                     bigint, boolean, text, bigint, bigint, bigint, boolean, bytea) IS
+  'Internal: writes a pending audit row (linked at commit); returns its id.';
 
 -- Moves pending row link_id into kvg.audit at chain position link_seq after
 -- prev_hash, and returns its row_hash. Called by kvg_audit_link only, with
@@ -307,12 +316,15 @@ BEGIN
   RETURN r.row_hash;
 END
 $$;
+COMMENT ON FUNCTION kvg.audit_move_pending(bigint, bigint, text) IS
+  'Internal: moves a pending audit row into the chain at a position; returns its row_hash.';
 
 -- Fires when the inserting transaction commits: kvg_audit_link (C) takes the
 -- chain's lock, reads the head with a fresh snapshot (so REPEATABLE READ and
 -- SERIALIZABLE transactions link too) and moves the row into kvg.audit.
 CREATE FUNCTION kvg.audit_link() RETURNS trigger
 AS 'MODULE_PATHNAME', 'kvg_audit_link' LANGUAGE C;
+COMMENT ON FUNCTION kvg.audit_link() IS 'Trigger at commit: links a pending audit row into the hash chain.';
 CREATE CONSTRAINT TRIGGER audit_link_at_commit AFTER INSERT ON kvg.audit_pending
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kvg.audit_link();
 
@@ -351,13 +363,18 @@ AS $$
       ORDER BY seq LIMIT 1),
     (SELECT id FROM tail))
 $$;
+COMMENT ON FUNCTION kvg.audit_first_bad() IS 'Internal: the id of the first audit row that does not verify, or NULL.';
 
 -- Every caller verifies the whole chain, whatever rows it may read: the C
--- function runs kvg.audit_first_bad with the owner's rights.
-CREATE FUNCTION public.kvg_audit_verify() RETURNS bigint
+-- function runs kvg.audit_first_bad with the owner's rights. The shape of
+-- every verify function (docs/sql.md): ok, the first bad thing, and why; a
+-- composite value rather than a set, so that (kvg_audit_verify()).ok can
+-- stand in an expression or a WHERE clause.
+CREATE FUNCTION public.kvg_audit_verify(OUT ok boolean, OUT first_bad bigint, OUT reason text) RETURNS record
 AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_audit_verify() IS
-  'NULL when the whole hash-chained audit trail verifies, else the id of the first row that does not.';
+  'Verifies the whole hash-chained audit trail: ok, or the seq of the first row that does not verify (first_bad) '
+  'and why (reason).';
 
 -- Scale-out (docs/scale-out.md): hot standbys answer from the replicated
 -- library and artifacts; their audit rows are appended here, on the primary,
@@ -442,22 +459,28 @@ COMMENT ON FUNCTION public.kvg_import(bytea, boolean) IS
   'Validates an artifact, recomputes its KV with kvg.model and refuses it unless the bytes are equal (verify), '
   'stores it once and returns its SHA-256. verify => false stores it unverified: never grafted unless asked for.';
 
-CREATE FUNCTION public.kvg_export(sha256 text) RETURNS bytea
+CREATE FUNCTION public.kvg_export(artifact text) RETURNS bytea
 AS 'MODULE_PATHNAME', 'kvg_export' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION public.kvg_export(text) IS 'The stored bytes of an artifact, hash-checked.';
 
-CREATE FUNCTION public.kvg_artifact_verify(sha256 text) RETURNS boolean
+CREATE FUNCTION public.kvg_artifact_verify(artifact text, OUT ok boolean, OUT first_bad text, OUT reason text)
+RETURNS record
 AS 'MODULE_PATHNAME', 'kvg_artifact_verify' LANGUAGE C STRICT VOLATILE;
 COMMENT ON FUNCTION public.kvg_artifact_verify(text) IS
-  'Re-reads and re-checks a stored artifact: false (with a NOTICE) when it is damaged.';
+  'Re-reads and re-checks a stored artifact: ok, or the artifact (first_bad) and why it is damaged (reason).';
 
 -- Each backend keeps the bytes of artifacts it has read and hashed in full
 -- (up to kvg.artifact_cache_memory, a superuser setting; 0: off), so that a
 -- recurring graft copies them instead of reading and hashing them again
--- (docs/artifact-lifecycle.md).
-CREATE FUNCTION public.kvg_artifact_cache_stats() RETURNS jsonb
-AS 'MODULE_PATHNAME', 'kvg_artifact_cache_stats' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION public.kvg_artifact_cache_stats() IS
+-- (docs/artifact-lifecycle.md). Statistics are views (docs/sql.md); this
+-- one reads the calling backend's state, as pg_stat_statements' view reads
+-- shared memory through a function.
+CREATE FUNCTION kvg.artifact_cache_stats()
+RETURNS TABLE (entries bigint, bytes bigint, capacity bigint, hits bigint, misses bigint, evictions bigint)
+AS 'MODULE_PATHNAME', 'kvg_artifact_cache_stats' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION kvg.artifact_cache_stats() IS 'The calling backend''s verified-artifact cache (view kvg.artifact_cache).';
+CREATE VIEW kvg.artifact_cache AS SELECT * FROM kvg.artifact_cache_stats();
+COMMENT ON VIEW kvg.artifact_cache IS
   'This backend''s verified-artifact cache: entries, bytes, capacity (kvg.artifact_cache_memory), and hits, misses '
   'and evictions since the backend started.';
 
@@ -465,12 +488,13 @@ COMMENT ON FUNCTION public.kvg_artifact_cache_stats() IS
 -- They load the model kvg.model names (once per backend), and each inference
 -- call appends one row to kvg.audit.
 
-CREATE FUNCTION public.kvg_capture(prefix text, parent text DEFAULT NULL) RETURNS text
+CREATE FUNCTION public.kvg_capture(prefix text, artifact text DEFAULT NULL) RETURNS text
 AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_capture(text, text) IS
-  'Computes the KV cache of prefix (continuing parent''s chain when given), stores it as an artifact, returns its SHA-256.';
+  'Computes the KV cache of prefix (continuing the artifact''s chain when one is given), stores it as an artifact, '
+  'returns its SHA-256.';
 
-CREATE FUNCTION public.kvg_generate(prompt text, max_tokens integer DEFAULT 64, artifact text DEFAULT NULL,
+CREATE FUNCTION public.kvg_generate(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                     seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS text
 AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
@@ -481,7 +505,7 @@ COMMENT ON FUNCTION public.kvg_generate(text, integer, text, bigint, double prec
 -- A model emits bytes, which need not be UTF-8; kvg_generate returns them as
 -- valid text (docs/output-bytes.md), this returns them as they are (their
 -- SHA-256 is the audit row's output_sha256).
-CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 64, artifact text DEFAULT NULL,
+CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                           seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
@@ -502,7 +526,7 @@ COMMENT ON FUNCTION public.kvg_model_info() IS 'The model kvg.model names and ho
 -- A conversation answered as the model's assistant, laid out in the chat
 -- format of the model's tokenizer.chat_template (docs/chat.md). The audit row
 -- has operation 'chat' and input_sha256 of the laid-out prompt text.
-CREATE FUNCTION public.kvg_chat(messages jsonb, max_tokens integer DEFAULT 64, format text DEFAULT 'auto',
+CREATE FUNCTION public.kvg_chat(messages jsonb, max_tokens integer DEFAULT 32, format text DEFAULT 'auto',
                                 seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS text
 AS 'MODULE_PATHNAME', 'kvg_chat' LANGUAGE C VOLATILE;
@@ -518,16 +542,16 @@ AS 'MODULE_PATHNAME', 'kvg_chat_prompt' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_chat_prompt(jsonb, text) IS
   'The chat format, laid-out prompt text and prompt tokens kvg_chat would use for messages (no model run, no audit row).';
 
--- The multi-block context of docs/composition.md: blocks captured on their
--- own, placed one after another without recomputation. Cheap and NOT exact:
+-- The multi-block context of docs/composition.md: artifacts captured on
+-- their own, placed one after another without recomputation. Cheap and NOT exact:
 -- the result says exact = false; the audit row has mode 'positional' and
 -- kv_proven = false. Refused (0A000) while kvg.require_exact is on.
-CREATE FUNCTION public.kvg_generate_positional(blocks text[], prompt text, max_tokens integer DEFAULT 64)
+CREATE FUNCTION public.kvg_generate_positional(artifacts text[], prompt text, max_tokens integer DEFAULT 32)
 RETURNS TABLE (output text, exact boolean, tokens_composed integer, tokens_prefilled integer,
                tokens_decoded integer, compose_ms double precision, decode_ms double precision, audit_id bigint)
 AS 'MODULE_PATHNAME', 'kvg_generate_positional' LANGUAGE C VOLATILE ROWS 1;
 COMMENT ON FUNCTION public.kvg_generate_positional(text[], text, integer) IS
-  'Places the blocks (artifact chains from position 0) one after another, re-rotating their keys, evaluates '
+  'Places the artifacts (chains from position 0) one after another, re-rotating their keys, evaluates '
   'prompt after them and decodes greedily: cheap, NOT exact (exact is always false).';
 
 -- The verified-knowledge library (docs/flywheel.md) --------------------------------------------
@@ -545,6 +569,8 @@ AS $$
            '^[\x09-\x0d\x20-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+|[\x09-\x0d\x20-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+$',
            '', 'g')
 $$;
+COMMENT ON FUNCTION kvg.normalize_question(text) IS
+  'The question key''s normal form: ASCII lower case, whitespace runs one space, punctuation trimmed from the ends.';
 
 -- SHA-256 (lowercase hex) of the normal form's UTF-8 bytes.
 CREATE FUNCTION kvg.question_key(question text) RETURNS text
@@ -552,6 +578,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_tem
 AS $$
   SELECT encode(sha256(convert_to(kvg.normalize_question(question), 'UTF8')), 'hex')
 $$;
+COMMENT ON FUNCTION kvg.question_key(text) IS 'SHA-256 of a question''s normal form: the library''s key.';
 
 -- The words of an answer, as the verifiers compare them: ASCII letters
 -- lower-cased, every other ASCII character that is not a digit a separator,
@@ -562,6 +589,7 @@ AS $$
   SELECT btrim(regexp_replace(translate(answer, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
                               '[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+', ' ', 'g'), ' ')
 $$;
+COMMENT ON FUNCTION kvg.answer_words(text) IS 'An answer''s words as the verifiers compare them.';
 
 -- Whether `candidate` passes a built-in verifier, in the canonical form
 -- kvg_learn stores:
@@ -587,6 +615,8 @@ BEGIN
     USING ERRCODE = 'invalid_parameter_value';
 END
 $$;
+COMMENT ON FUNCTION kvg.verify(text, text, text, text) IS
+  'Whether candidate passes a built-in verifier (contains, exact:, regex:).';
 
 -- What a function verifier is pinned to: its definition (schema, name,
 -- arguments, language, body, volatility, SECURITY DEFINER, SET options) and
@@ -601,6 +631,8 @@ AS $$
          'UTF8')), 'hex')
   FROM pg_proc p WHERE p.oid = fn
 $$;
+COMMENT ON FUNCTION kvg.function_pin(regprocedure) IS
+  'What a function verifier is pinned to at deposit: its definition and owner, hashed.';
 
 -- The library: one verified solution per question.
 CREATE TABLE kvg.knowledge (
@@ -674,16 +706,19 @@ BEGIN
     ORDER BY s.similarity DESC, k.id
     LIMIT max_entries;
 END $$;
+COMMENT ON FUNCTION kvg.related_knowledge(text, double precision, integer) IS
+  'Library entries related to a question (transfer routing), most similar first.';
 
-CREATE FUNCTION public.kvg_learn(question text, solution text, answer text, verifier text DEFAULT 'contains',
+-- kvg_learn and kvg_solve both take the question, then the verifier.
+CREATE FUNCTION public.kvg_learn(question text, verifier text, solution text, answer text,
                                  solve_tokens bigint DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'kvg_learn' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_learn(text, text, text, text, bigint) IS
-  'Checks the entry with its verifier, captures the artifact of its prompt and stores it in kvg.knowledge; '
-  'returns its id (the same id when the same entry is learned again).';
+  'Checks the entry (solution, answer) with its verifier, captures the artifact of its prompt and stores it in '
+  'kvg.knowledge; returns its id (the same id when the same entry is learned again).';
 
-CREATE FUNCTION public.kvg_solve(question text, verifier text, max_tokens integer DEFAULT 64,
+CREATE FUNCTION public.kvg_solve(question text, verifier text, max_tokens integer DEFAULT 32,
                                  attempts integer DEFAULT 3)
 RETURNS TABLE (attempt integer, answer text, verified boolean, tokens_decoded integer, solve_tokens bigint,
                decode_ms double precision, knowledge_id bigint, audit_id bigint)
@@ -708,12 +743,18 @@ COMMENT ON FUNCTION public.kvg_answer(text, integer) IS 'The answer of kvg_answe
 
 -- Accounting over the audit rows the caller may see (security_invoker: the
 -- audit's row-level security applies): per routing mode (and 'all'), what
--- was grafted, prefilled and decoded, and what grafting saved. "Saved
--- against recomputing" counts grafted positions and estimates their time
--- from this model's measured prefill cost per token (calls that prefilled at
--- least 8 tokens; not solve attempts, whose later attempts reuse the first
--- one's prompt), less the time the grafts took; "saved against solving" is
--- the entry's recorded solve cost less what the recurring answer computed.
+-- was grafted, prefilled and decoded, and what grafting cost and avoided.
+-- Every figure is a count or a time, never negative. graft_ms is the time
+-- the grafts took; recompute_ms estimates what prefilling the grafted
+-- positions instead would have taken, from this model's measured prefill
+-- cost per token (calls that prefilled at least 8 tokens; not solve
+-- attempts, whose later attempts reuse the first one's prompt). They are
+-- two figures, not one difference: a first graft of an artifact reads its
+-- large object and hashes every byte, which on a small model takes longer
+-- than recomputing its tokens (a "saving" of -8 ms), and later grafts are
+-- served from the verified-artifact cache. solve_tokens_saved is, per
+-- recurring answer, the entry's recorded solve cost less what the answer
+-- computed, or 0 when the answer computed more.
 CREATE VIEW kvg.stats WITH (security_invoker = true) AS
 WITH calls AS (
   SELECT a.*, a.tokens_in - coalesce(a.tokens_grafted, 0) AS tokens_prefilled FROM kvg.audit a
@@ -737,9 +778,11 @@ SELECT coalesce(mode, 'all') AS mode,
        sum(tokens_decoded) AS tokens_decoded,
        round(avg(tokens_decoded), 2) AS decoded_per_answer,
        round(avg(graft_us + prefill_us + decode_us) / 1000, 3) AS ms_per_answer,
-       sum(tokens_grafted) AS recompute_tokens_saved,
-       round((sum(tokens_grafted * prefill_us_per_token) - sum(graft_us))::numeric / 1000, 3) AS recompute_ms_saved,
-       sum(solve_tokens - tokens_prefilled - tokens_decoded) AS solve_tokens_saved
+       round(sum(graft_us)::numeric / 1000, 3) AS graft_ms,
+       round(sum(tokens_grafted * prefill_us_per_token)::numeric / 1000, 3) AS recompute_ms,
+       -- NULL where there is no solve cost to compare with; never below 0.
+       sum(CASE WHEN solve_tokens - tokens_prefilled - tokens_decoded < 0 THEN 0
+                ELSE solve_tokens - tokens_prefilled - tokens_decoded END) AS solve_tokens_saved
 FROM answers
 GROUP BY ROLLUP (answers.mode)
 ORDER BY grouping(answers.mode), answers.mode;
@@ -756,6 +799,8 @@ COMMENT ON VIEW kvg.stats IS 'Answers by mode and what grafting saved; see docs/
 -- time sql_drop triggers run.
 CREATE FUNCTION kvg.drop_guard() RETURNS event_trigger
 AS 'MODULE_PATHNAME', 'kvg_drop_guard' LANGUAGE C;
+COMMENT ON FUNCTION kvg.drop_guard() IS
+  'Event trigger: DROP EXTENSION kvg or DROP SCHEMA kvg unlinks the artifacts'' large objects first.';
 CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
   WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA') EXECUTE FUNCTION kvg.drop_guard();
 
@@ -763,7 +808,7 @@ CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
 -- (owned by kvg's owner, beginning with the magic "KVGA") without a
 -- kvg.artifacts row, and a row whose large object is gone.
 CREATE FUNCTION public.kvg_orphans()
-RETURNS TABLE (kind text, loid oid, sha256 text, bytes bigint)
+RETURNS TABLE (kind text, loid oid, artifact text, bytes bigint)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT 'object_without_row', m.oid, NULL::text,
@@ -934,12 +979,12 @@ $$;
 
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
-GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage TO kvg_user;
+GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
+                kvg.artifact_cache TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),
   public.kvg_artifact_verify(text),
-  public.kvg_artifact_cache_stats(),
   public.kvg_capture(text, text),
   public.kvg_generate(text, integer, text, bigint, double precision),
   public.kvg_generate_bytes(text, integer, text, bigint, double precision),
@@ -955,6 +1000,7 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_audit_verify(),
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
+  kvg.artifact_cache_stats(),
   -- The C code calls these as the caller (a verifier must run with the
   -- caller's rights); they are harmless to call directly.
   kvg.normalize_question(text),

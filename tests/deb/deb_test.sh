@@ -146,7 +146,7 @@ sleep 1
 # grafting the entry's artifact, the answer checked by the entry's verifier.
 learn_and_answer=(-c "SET kvg.device = cpu" -c "SET kvg.knowledge_template = E'{solution}\n{question}'")
 answer=$(q "${learn_and_answer[@]}" \
-  -c "SELECT kvg_learn('Zoe wore her', 'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.', 'pink')" \
+  -c "SELECT kvg_learn('Zoe wore her', 'contains', 'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.', 'pink')" \
   -c "SELECT format('%s|%s|%s', a.mode, a.verified, a.answer) FROM kvg_answer_detail('Zoe wore her', 12) a" | tail -1)
 echo "# kvg_answer_detail: $answer"
 [[ "$answer" == recurring\|t\|*pink* ]]

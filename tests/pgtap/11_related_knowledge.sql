@@ -10,7 +10,7 @@ SELECT plan(4);
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';
 
-SELECT count(kvg_learn(q, s, a)) AS learned FROM (VALUES
+SELECT count(kvg_learn(q, 'contains', s, a)) AS learned FROM (VALUES
   ('Zoe had a', 'Zoe had a pink dress. Zoe wore her pink dress to the party.', 'pink'),
   ('Tom had a', 'Tom had a blue kite. Tom flew his blue kite in the park.', 'blue'),
   ('Lily had a', 'Lily had a red ball. Lily played with the ball in the park.', 'red'),

@@ -47,7 +47,7 @@ SELECT throws_like(format('SELECT public.kvg_artifact_delete(%L)', :'grandchild'
                    '%1 audit row grafted it (generate; the first is id %', 'an artifact an audited call grafted is refused');
 
 -- A library entry's artifact.
-SELECT public.kvg_learn('What colour was the ball?', 'Sam had a red ball. Sam threw the red ball.', 'red') AS entry \gset
+SELECT public.kvg_learn('What colour was the ball?', 'contains', 'Sam had a red ball. Sam threw the red ball.', 'red') AS entry \gset
 SELECT artifact_sha256 AS entry_artifact FROM kvg.knowledge WHERE id = :entry \gset
 SELECT throws_like(format('SELECT public.kvg_artifact_delete(%L)', :'entry_artifact'),
                    format('%%it is the artifact of library entry %s (''What colour was the ball?'')%%', :entry),
