@@ -74,12 +74,12 @@ fill() {
 # row or row without its object, every capture row's artifact is stored or
 # was deleted on purpose, nothing pending, the audit chain verifies.
 consistent() {
-  q "SELECT (SELECT count(*) FILTER (WHERE NOT public.kvg_artifact_verify(sha256)) FROM kvg.artifacts)
+  q "SELECT (SELECT count(*) FILTER (WHERE NOT (public.kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts)
           + (SELECT count(*) FROM public.kvg_orphans())
           + (SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS
               (SELECT FROM kvg.audit u WHERE u.operation = 'capture' AND u.artifact_sha256 = a.sha256))
           + (SELECT count(*) FROM kvg.audit_pending)
-          + (CASE WHEN public.kvg_audit_verify() IS NULL THEN 0 ELSE 1 END)"
+          + (CASE WHEN (public.kvg_audit_verify()).ok THEN 0 ELSE 1 END)"
 }
 
 # The documented procedure: delete the oldest half of the artifacts (plain
