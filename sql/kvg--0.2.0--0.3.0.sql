@@ -146,3 +146,291 @@ COMMENT ON FUNCTION public.kvg_artifact_cache_stats() IS
   'and evictions since the backend started.';
 REVOKE EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.kvg_artifact_cache_stats() TO kvg_user;
+
+-- audit written by the extension's worker (docs/audit-chain.md) -------------------------
+-- kvg is loaded at server start (shared_preload_libraries): its settings
+-- exist from the first statement and its audit writer is a background
+-- worker with shared memory. Refused here, with the line to add, otherwise.
+CREATE FUNCTION kvg.require_preload() RETURNS void
+AS 'MODULE_PATHNAME', 'kvg_require_preload' LANGUAGE C VOLATILE;
+SELECT kvg.require_preload();
+REVOKE EXECUTE ON FUNCTION kvg.require_preload() FROM PUBLIC;
+
+-- An audited call hands its row to the audit writer of its database, which
+-- inserts and links it in a transaction of its own (many calls' rows per
+-- commit) before the call returns. No row waits in the caller's transaction
+-- any more, so no deferred trigger, no pending table, no lock on the head in
+-- anyone's transaction but the writer's.
+DROP TRIGGER audit_link_at_commit ON kvg.audit_pending;
+DROP FUNCTION kvg.audit_link();
+DROP FUNCTION kvg.audit_move_pending(bigint, bigint, text);
+DROP TABLE kvg.audit_pending;
+DROP FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
+                               bigint, boolean, text, bigint, bigint, bigint, boolean, bytea);
+
+-- kvg-audit-v4 adds, after v3's fields:
+-- caller_xid     the calling (sub)transaction (pg_xact_status tells whether it
+--                committed: an answer a rolled-back transaction used still
+--                has its row); NULL for a standby's forwarded rows
+-- session_role   session_user of the call (role is current_user)
+-- temperature, top_p, seed, max_tokens, stop_reason
+--                how the output was decoded (NULL where nothing was decoded)
+-- prompt_tokens_sha256  SHA-256 of the laid-out prompt's token ids (int32
+--                little-endian), template_sha256 of the knowledge template
+--                that laid out a flywheel prompt
+-- artifact_chain the artifacts grafted, root first, comma-separated
+ALTER TABLE kvg.audit ADD COLUMN caller_xid xid8, ADD COLUMN session_role name,
+  ADD COLUMN temperature double precision, ADD COLUMN top_p double precision, ADD COLUMN seed bigint,
+  ADD COLUMN max_tokens integer, ADD COLUMN stop_reason text, ADD COLUMN prompt_tokens_sha256 text,
+  ADD COLUMN template_sha256 text, ADD COLUMN artifact_chain text,
+  DROP CONSTRAINT audit_row_encoding_check,
+  ADD CONSTRAINT audit_row_encoding_check CHECK (row_encoding IN ('kvg-audit-v2', 'kvg-audit-v3', 'kvg-audit-v4')),
+  ALTER COLUMN row_encoding SET DEFAULT 'kvg-audit-v4';
+
+CREATE OR REPLACE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT encode(sha256(convert_to(
+           a.row_encoding || E'\n'
+           || kvg.audit_field(a.id::text)
+           || CASE WHEN a.row_encoding <> 'kvg-audit-v2' THEN kvg.audit_field(a.seq::text) ELSE '' END
+           || kvg.audit_field((extract(epoch FROM a.at) * 1000000)::bigint::text)
+           || kvg.audit_field(a.role::text)
+           || kvg.audit_field(a.operation)
+           || kvg.audit_field(a.model_fingerprint)
+           || kvg.audit_field(a.recipe)
+           || kvg.audit_field(a.input_sha256)
+           || kvg.audit_field(a.artifact_sha256)
+           || kvg.audit_field(a.output_sha256)
+           || kvg.audit_field(a.logits_sha256)
+           || kvg.audit_field(a.tokens_in::text)
+           || kvg.audit_field(a.tokens_out::text)
+           || kvg.audit_field(a.tokens_grafted::text)
+           || kvg.audit_field(a.mode)
+           || kvg.audit_field(a.knowledge_id::text)
+           || kvg.audit_field(CASE WHEN a.verified THEN 'true' WHEN NOT a.verified THEN 'false' END)
+           || kvg.audit_field(a.output_text)
+           || kvg.audit_field(a.graft_us::text)
+           || kvg.audit_field(a.prefill_us::text)
+           || kvg.audit_field(a.decode_us::text)
+           || CASE WHEN a.row_encoding <> 'kvg-audit-v2'
+                   THEN kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
+                        || kvg.audit_field(encode(a.output_bytes, 'hex'))
+                   ELSE '' END
+           || CASE WHEN a.row_encoding = 'kvg-audit-v4'
+                   THEN kvg.audit_field(a.caller_xid::text)
+                        || kvg.audit_field(a.session_role::text)
+                        || kvg.audit_field(a.temperature::numeric::text)
+                        || kvg.audit_field(a.top_p::numeric::text)
+                        || kvg.audit_field(a.seed::text)
+                        || kvg.audit_field(a.max_tokens::text)
+                        || kvg.audit_field(a.stop_reason)
+                        || kvg.audit_field(a.prompt_tokens_sha256)
+                        || kvg.audit_field(a.template_sha256)
+                        || kvg.audit_field(a.artifact_chain)
+                   ELSE '' END
+           || kvg.audit_field(a.prev_hash),
+         'UTF8')), 'hex')
+$$;
+
+-- Inserts one row and links it as the chain's next (returns its id). The
+-- audit writer calls it for every row, in its own READ COMMITTED
+-- transaction: the EXCLUSIVE lock on the head (readers are not blocked) is
+-- held from here to that commit, by the writer only. A superuser may call
+-- it directly (the tests do); then the caller's transaction holds the head.
+CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
+                                 input_sha256 text, artifact_sha256 text, output_sha256 text,
+                                 logits_sha256 text, tokens_in integer, tokens_out integer,
+                                 tokens_grafted integer DEFAULT NULL, mode text DEFAULT NULL,
+                                 knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
+                                 output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
+                                 prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
+                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL,
+                                 caller_xid xid8 DEFAULT NULL, session_role name DEFAULT NULL,
+                                 temperature double precision DEFAULT NULL, top_p double precision DEFAULT NULL,
+                                 seed bigint DEFAULT NULL, max_tokens integer DEFAULT NULL,
+                                 stop_reason text DEFAULT NULL, prompt_tokens_sha256 text DEFAULT NULL,
+                                 template_sha256 text DEFAULT NULL, artifact_chain text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r kvg.audit;
+  head record;
+BEGIN
+  LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
+  SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h;
+  -- No head: the first row ever, or a deleted head. Continuing after the
+  -- last seq from 64 zeros keeps a deleted head evident (kvg_audit_verify).
+  IF NOT FOUND THEN
+    INSERT INTO kvg.audit_head (last_id, last_seq, last_hash)
+    VALUES (NULL, (SELECT max(a.seq) FROM kvg.audit a), repeat('0', 64))
+    RETURNING last_seq, last_hash INTO head;
+  END IF;
+  r.id := nextval('kvg.audit_id_seq');
+  r.seq := coalesce(head.last_seq, 0) + 1;
+  r.at := clock_timestamp();
+  r.role := audit_insert.role;
+  r.operation := audit_insert.operation;
+  r.model_fingerprint := audit_insert.model_fingerprint;
+  r.recipe := audit_insert.recipe;
+  r.input_sha256 := audit_insert.input_sha256;
+  r.artifact_sha256 := audit_insert.artifact_sha256;
+  r.output_sha256 := audit_insert.output_sha256;
+  r.logits_sha256 := audit_insert.logits_sha256;
+  r.tokens_in := audit_insert.tokens_in;
+  r.tokens_out := audit_insert.tokens_out;
+  r.tokens_grafted := audit_insert.tokens_grafted;
+  r.mode := audit_insert.mode;
+  r.knowledge_id := audit_insert.knowledge_id;
+  r.verified := audit_insert.verified;
+  r.output_text := audit_insert.output_text;
+  r.graft_us := audit_insert.graft_us;
+  r.prefill_us := audit_insert.prefill_us;
+  r.decode_us := audit_insert.decode_us;
+  r.kv_proven := audit_insert.kv_proven;
+  r.output_bytes := audit_insert.output_bytes;
+  r.caller_xid := audit_insert.caller_xid;
+  r.session_role := audit_insert.session_role;
+  r.temperature := audit_insert.temperature;
+  r.top_p := audit_insert.top_p;
+  r.seed := audit_insert.seed;
+  r.max_tokens := audit_insert.max_tokens;
+  r.stop_reason := audit_insert.stop_reason;
+  r.prompt_tokens_sha256 := audit_insert.prompt_tokens_sha256;
+  r.template_sha256 := audit_insert.template_sha256;
+  r.artifact_chain := audit_insert.artifact_chain;
+  r.row_encoding := 'kvg-audit-v4';
+  r.prev_hash := head.last_hash;
+  r.row_hash := kvg.audit_row_hash(r);
+  INSERT INTO kvg.audit SELECT r.*;
+  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash;
+  RETURN r.id;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer,
+                                            integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean,
+                                            bytea, xid8, name, double precision, double precision, bigint, integer,
+                                            text, text, text, text) FROM PUBLIC;
+
+-- The audit writers at work: one row per database whose writer runs.
+CREATE FUNCTION public.kvg_audit_writers(OUT database oid, OUT pid integer, OUT state text,
+                                         OUT rows_written bigint, OUT commits bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_audit_writers() IS
+  'The audit writer of each database (a background worker): its pid, state, rows written and commits.';
+
+-- Manifests carry kvg-audit-v4's fields; temperature and top_p as the text
+-- the row hash takes (float8 -> numeric: the same digits whatever
+-- extra_float_digits is), so scripts/kvg-manifest-check.py hashes them as given.
+CREATE OR REPLACE FUNCTION public.kvg_manifest(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT jsonb_build_object(
+    'format', 'kvg-manifest-v2',
+    'from_seq', kvg_manifest.from_seq,
+    'to_seq', kvg_manifest.to_seq,
+    'head', (SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
+             FROM kvg.audit_head h),
+    'entries', coalesce(jsonb_agg(jsonb_build_object(
+        'row_encoding', a.row_encoding,
+        'id', a.id,
+        'seq', a.seq,
+        'at', (extract(epoch FROM a.at) * 1000000)::bigint,
+        'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'role', a.role,
+        'operation', a.operation,
+        'model_fingerprint', a.model_fingerprint,
+        'recipe', a.recipe,
+        'input_sha256', a.input_sha256,
+        'artifact_sha256', a.artifact_sha256,
+        'output_sha256', a.output_sha256,
+        'logits_sha256', a.logits_sha256,
+        'tokens_in', a.tokens_in,
+        'tokens_out', a.tokens_out,
+        'tokens_grafted', a.tokens_grafted,
+        'mode', a.mode,
+        'knowledge_id', a.knowledge_id,
+        'verified', a.verified,
+        'output_text', a.output_text,
+        'graft_us', a.graft_us,
+        'prefill_us', a.prefill_us,
+        'decode_us', a.decode_us,
+        'kv_proven', a.kv_proven,
+        'output_bytes', encode(a.output_bytes, 'hex'),
+        'caller_xid', a.caller_xid::text,
+        'session_role', a.session_role,
+        'temperature', a.temperature::numeric::text,
+        'top_p', a.top_p::numeric::text,
+        'seed', a.seed,
+        'max_tokens', a.max_tokens,
+        'stop_reason', a.stop_reason,
+        'prompt_tokens_sha256', a.prompt_tokens_sha256,
+        'template_sha256', a.template_sha256,
+        'artifact_chain', a.artifact_chain,
+        'prev_hash', a.prev_hash,
+        'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
+  FROM kvg.audit a
+  WHERE (kvg_manifest.from_seq IS NULL OR a.seq >= kvg_manifest.from_seq)
+    AND (kvg_manifest.to_seq IS NULL OR a.seq <= kvg_manifest.to_seq)
+$$;
+REVOKE EXECUTE ON FUNCTION public.kvg_audit_writers() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.kvg_audit_writers() TO kvg_auditor;
+
+-- kvg_audit_verify() names the first bad row; this says where and why: the
+-- first chain position (seq) that does not verify, its row's id, and the
+-- reason (NULLs when the whole chain verifies). Same checks, same order as
+-- kvg.audit_first_bad (docs/audit-chain.md), run with the owner's rights.
+CREATE FUNCTION public.kvg_audit_verify_detail(OUT first_bad_seq bigint, OUT first_bad_id bigint, OUT reason text)
+RETURNS record
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH chain AS (
+    SELECT a.id, a.seq, a.prev_hash, a.row_hash, kvg.audit_row_hash(a) AS recomputed,
+           lag(a.row_hash, 1, repeat('0', 64)) OVER (ORDER BY a.seq) AS expected_prev,
+           row_number() OVER (ORDER BY a.seq) AS position
+    FROM kvg.audit a
+  ), bad AS (
+    SELECT seq, id,
+           CASE WHEN seq IS DISTINCT FROM position
+                  THEN format('a row is missing before this one (seq %s at chain position %s)', seq, position)
+                WHEN row_hash IS DISTINCT FROM recomputed
+                  THEN 'its row_hash is not the hash of its fields (the row was changed)'
+                ELSE 'its prev_hash is not the row_hash of the row before it' END AS reason
+    FROM chain
+    WHERE row_hash IS DISTINCT FROM recomputed OR prev_hash IS DISTINCT FROM expected_prev
+       OR seq IS DISTINCT FROM position
+    ORDER BY seq LIMIT 1
+  ), last AS (
+    SELECT id, seq, row_hash FROM kvg.audit ORDER BY seq DESC LIMIT 1
+  ), tail AS (
+    SELECT CASE WHEN h.singleton IS NULL THEN (SELECT seq FROM kvg.audit ORDER BY seq LIMIT 1)
+                WHEN l.id IS NULL OR h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_seq
+                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN coalesce(h.last_seq, 0) + 1 END AS seq,
+           CASE WHEN h.singleton IS NULL THEN (SELECT id FROM kvg.audit ORDER BY seq LIMIT 1)
+                WHEN l.id IS NULL OR h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_id
+                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN
+                  (SELECT id FROM kvg.audit WHERE seq > coalesce(h.last_seq, 0) ORDER BY seq LIMIT 1) END AS id,
+           CASE WHEN h.singleton IS NULL THEN 'the chain''s head (kvg.audit_head) is missing'
+                WHEN l.id IS NULL OR h.last_seq > l.seq THEN 'the rows up to the head''s last_seq are gone (cut off)'
+                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN 'rows follow the head without having moved it'
+                WHEN h.last_hash IS DISTINCT FROM l.row_hash THEN 'the head''s last_hash is not the last row''s row_hash'
+           END AS reason
+    FROM last l FULL JOIN kvg.audit_head h ON true
+  )
+  SELECT p.seq, p.id, p.reason
+  FROM (SELECT 1 AS k, * FROM bad
+        UNION ALL SELECT 2, * FROM tail WHERE tail.reason IS NOT NULL
+        UNION ALL SELECT 3, NULL, NULL, NULL) p
+  ORDER BY p.k LIMIT 1
+$$;
+COMMENT ON FUNCTION public.kvg_audit_verify_detail() IS
+  'Where the hash-chained audit trail first fails to verify (seq, id) and why; NULLs when it verifies.';
+REVOKE EXECUTE ON FUNCTION public.kvg_audit_verify_detail() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.kvg_audit_verify_detail() TO kvg_user, kvg_auditor;
+
+-- An auditor reproduces rows: it reads the artifacts and library entries a
+-- row names and exports the artifacts (kvg reproduce, docs/audit-chain.md).
+GRANT SELECT ON kvg.artifacts, kvg.knowledge TO kvg_auditor;
+GRANT EXECUTE ON FUNCTION public.kvg_export(text) TO kvg_auditor;
