@@ -10,12 +10,15 @@
 #      the median call, and (when the extension reports it, DEBUG1) the
 #      median time the call waited for the audit writer to commit its row.
 #   KVG_PGPORT=55560 flock /tmp/kvg-pg.lock scripts/bench-audit.sh [SECONDS] [CLIENTS]
+# With KVG_BENCH_AS_INSTALLED=1 it measures the server as it runs, with
+# whatever kvg is installed (to compare another build, e.g. main's, installed
+# from its own checkout), instead of installing this checkout's first.
 set -uo pipefail
 source "$(dirname "$0")/pg-env.sh"
 cd "$repo"
 seconds=${1:-30}
 clients=${2:-16}
-"$repo/scripts/pg-cluster.sh" start >/dev/null || exit 1
+if [ -z "${KVG_BENCH_AS_INSTALLED:-}" ]; then "$repo/scripts/pg-cluster.sh" start >/dev/null || exit 1; fi
 model=${KVG_LOAD_MODEL:-$pg_files/models/stories260K.gguf}
 db=kvg_bench_audit
 PGOPTIONS='-c client_min_messages=warning' psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" \
@@ -32,7 +35,7 @@ scripts=(answer_recurring learn_different generate verify export)
 args=()
 for s in "${scripts[@]}"; do args+=(-f "$repo/scripts/load/$s.sql@1"); done
 
-echo "== $clients clients, $seconds s: ${scripts[*]} ($(git -C "$repo" log -1 --format=%h))"
+echo "== $clients clients, $seconds s: ${scripts[*]}"
 (cd "$out" && pgbench -n -c "$clients" -j "$clients" -T "$seconds" -D artifact="'$artifact'" -l --log-prefix=many \
   "${args[@]}" $db >"$out/many.txt" 2>&1)
 status=$?
