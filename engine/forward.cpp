@@ -1,7 +1,7 @@
 // The transformer forward pass of every supported family (engine/architectures.hpp)
 // under the session's recipe (engine/recipe.hpp, docs/recipe.md). Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
-// cannot change a bit (DESIGN.md, recipe rule 1).
+// cannot change a bit (docs/design.md, recipe rule 1).
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +9,7 @@
 #include "engine/mapped_kv.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
