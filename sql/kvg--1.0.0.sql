@@ -415,23 +415,32 @@ AS $$
   ), last AS (
     SELECT a.id, a.seq, a.row_hash FROM kvg.audit a ORDER BY a.seq DESC LIMIT 1
   ), tail AS (
-    SELECT CASE WHEN h.singleton IS NULL THEN (SELECT a.seq FROM kvg.audit a ORDER BY a.seq LIMIT 1)
-                WHEN l.id IS NULL OR h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_seq
-                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN coalesce(h.last_seq, 0) + 1 END AS seq,
-           CASE WHEN h.singleton IS NULL THEN (SELECT a.id FROM kvg.audit a ORDER BY a.seq LIMIT 1)
-                WHEN l.id IS NULL OR h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_id
-                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN
-                  (SELECT a.id FROM kvg.audit a WHERE a.seq > coalesce(h.last_seq, 0) ORDER BY a.seq LIMIT 1) END AS id,
-           CASE WHEN h.singleton IS NULL THEN 'the chain''s head (kvg.audit_head) is missing'
-                WHEN l.id IS NULL OR h.last_seq > l.seq THEN 'the rows up to the head''s last_seq are gone (cut off)'
-                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN 'rows follow the head without having moved it'
-                WHEN h.last_hash IS DISTINCT FROM l.row_hash THEN 'the head''s last_hash is not the last row''s row_hash'
-           END AS reason
+    -- One case analysis of the head against the last row, in this order:
+    -- no head; rows cut off after the head; rows added behind its back; a
+    -- head that names another hash.
+    SELECT CASE WHEN h.singleton IS NULL THEN 1
+                WHEN l.id IS NULL OR h.last_seq > l.seq THEN 2
+                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN 3
+                WHEN h.last_hash IS DISTINCT FROM l.row_hash THEN 4 END AS kind,
+           h.last_seq, h.last_id
     FROM last l FULL JOIN kvg.audit_head h ON true
+  ), tail_row AS (
+    SELECT CASE t.kind WHEN 1 THEN (SELECT a.seq FROM kvg.audit a ORDER BY a.seq LIMIT 1)
+                       WHEN 3 THEN coalesce(t.last_seq, 0) + 1
+                       ELSE t.last_seq END AS seq,
+           CASE t.kind WHEN 1 THEN (SELECT a.id FROM kvg.audit a ORDER BY a.seq LIMIT 1)
+                       WHEN 3 THEN (SELECT a.id FROM kvg.audit a WHERE a.seq > coalesce(t.last_seq, 0)
+                                    ORDER BY a.seq LIMIT 1)
+                       ELSE t.last_id END AS id,
+           CASE t.kind WHEN 1 THEN 'the chain''s head (kvg.audit_head) is missing'
+                       WHEN 2 THEN 'the rows up to the head''s last_seq are gone (cut off)'
+                       WHEN 3 THEN 'rows follow the head without having moved it'
+                       WHEN 4 THEN 'the head''s last_hash is not the last row''s row_hash' END AS reason
+    FROM tail t
   )
   SELECT p.seq, p.id, p.reason
   FROM (SELECT 1 AS k, b.seq, b.id, b.reason FROM bad b
-        UNION ALL SELECT 2, t.seq, t.id, t.reason FROM tail t WHERE t.reason IS NOT NULL) p
+        UNION ALL SELECT 2, t.seq, t.id, t.reason FROM tail_row t WHERE t.reason IS NOT NULL) p
   ORDER BY p.k LIMIT 1
 $$;
 COMMENT ON FUNCTION kvg.audit_first_bad() IS
