@@ -42,5 +42,6 @@ int cmd_capture(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_graft_check(const Args& args);
 int cmd_synth_artifact(const Args& args);
+int cmd_eval(const Args& args);
 
 }  // namespace kvg::cli
