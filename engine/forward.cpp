@@ -1,7 +1,7 @@
 // The transformer forward pass of every supported family (engine/architectures.hpp)
 // under the session's recipe (engine/recipe.hpp, docs/recipe.md). Every step is row-independent: a token's values depend only on its
 // own inputs and the KV rows before it, so batching, chunking and threading
-// cannot change a bit (DESIGN.md, recipe rule 1).
+// cannot change a bit (docs/design.md, recipe rule 1).
 #include <algorithm>
 #include <cmath>
 

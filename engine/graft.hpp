@@ -2,7 +2,7 @@
 // (storage/artifact_format.hpp) and put back into a fresh context at its own
 // positions. Because the recipe makes every KV row a function of the tokens
 // before it only, a grafted context continues bit-identically to one that
-// computed the whole prompt itself (DESIGN.md, recipe rule 5).
+// computed the whole prompt itself (docs/design.md, recipe rule 5).
 #pragma once
 
 #include <functional>

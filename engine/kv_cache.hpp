@@ -1,7 +1,7 @@
 // The KV cache of one context: for every layer, K and V rows of
 // n_head_kv * head_dim floats per absolute position, contiguous by position.
 // Rows hold keys *after* rotary embedding at their own position, which is what
-// makes own-position grafting exact (DESIGN.md, recipe rule 5).
+// makes own-position grafting exact (docs/design.md, recipe rule 5).
 #pragma once
 
 #include <cstddef>

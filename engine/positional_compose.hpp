@@ -9,7 +9,7 @@
 //  - a block's KV was computed without the blocks placed before it, so its
 //    tokens never attended to them (an exact chain's do);
 //  - rotating by the offset after rotating by the original position is not,
-//    in floating point, the rotation by their sum (DESIGN.md, recipe rule 5).
+//    in floating point, the rotation by their sum (docs/design.md, recipe rule 5).
 // The first block is placed at its own positions, so its KV is bit-identical
 // to the exact chain's. docs/composition.md says what it computes and what it
 // costs against the exact chain.

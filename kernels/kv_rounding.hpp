@@ -5,7 +5,7 @@
 // nothing depends on the floating-point environment (flush-to-zero, FMA).
 //
 // A KV cache stored compactly stays exact when every K and V row is rounded
-// as it is written and attention reads the rounded value (DESIGN.md): the
+// as it is written and attention reads the rounded value (docs/design.md): the
 // cache then holds exactly what the compact bytes represent. Both roundings
 // are idempotent, so encoding a rounded row is lossless and decoding gives
 // back the identical floats. docs/artifact-format.md (section 3) is the

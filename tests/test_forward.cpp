@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Models, SharedModel,
 
 // Golden hashes: the SHA-256 of the logits of a fixed prompt. If a change
 // alters one, the arithmetic changed and the recipe version must change too
-// (DESIGN.md, recipe rule 6).
+// (docs/design.md, recipe rule 6).
 TEST(Forward, GoldenLogitsHashes) {
   struct Golden { const char* model; Recipe recipe; const char* sha256; };
   const Golden goldens[] = {
@@ -450,7 +450,7 @@ TEST_P(ArchitectureModel, LoadsWithItsFamilysFeatures) {
 }
 
 // Golden hashes of the logits of a fixed prompt on each family's synthetic
-// model (DESIGN.md, recipe rule 6).
+// model (docs/design.md, recipe rule 6).
 TEST_P(ArchitectureModel, GoldenLogitsHash) {
   static const std::map<std::string, std::string> kGolden = {
       {"llama3_rope", "bf59d45b716b14de764e912606ef734cd3d2e9427ede42623df314c292c90c2d"},

@@ -677,9 +677,9 @@ TEST(TokenizerModels, Stories260K) {
   const Ids ids = tok.encode("Once upon a time");
   EXPECT_EQ(ids, (Ids{403, 407, 261, 378})) << show(ids);  // ▁Once ▁upon ▁a ▁time
   EXPECT_EQ(tok.decode(ids), "Once upon a time");
-  // The model's greedy output from BOS starts with these ten ids. The README's
-  // text for the whole 60-token run begins " Once upon a time, there was a
-  // little girl": the ten ids stop at "▁g", and the leading space is the
+  // The model's greedy output from BOS starts with these ten ids. The
+  // text of the whole 60-token greedy run begins " Once upon a time, there
+  // was a little girl": the ten ids stop at "▁g", and the leading space is the
   // piece's own ▁ that decoding after BOS drops.
   const Ids greedy = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298};
   EXPECT_EQ(tok.decode(greedy), "Once upon a time, there was a little g");

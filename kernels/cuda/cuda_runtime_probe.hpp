@@ -4,7 +4,7 @@
 // Nothing here touches CUDA at library load or static initialisation.
 // PostgreSQL loads the extension in the postmaster and forks backends, and a
 // CUDA context does not survive fork(), so CUDA is initialised lazily, in the
-// process that first calls cuda_device_available() (DESIGN.md).
+// process that first calls cuda_device_available() (docs/design.md).
 #pragma once
 
 #include <string>
