@@ -121,6 +121,7 @@ summary AS (
   FROM per GROUP BY GROUPING SETS ((phase), (phase, kind)))
 SELECT jsonb_build_object('questions', (SELECT count(*) FROM eval_items), 'learning', :learn,
                           'deposited', (SELECT count(*) FROM kvg.knowledge))
-       || (SELECT jsonb_object_agg(phase, s || jsonb_build_object('by_kind',
-             (SELECT coalesce(jsonb_object_agg(k.kind, k.s), '{}') FROM summary k WHERE k.phase = p.phase AND k.kind IS NOT NULL AND k.kind <> ''))))
-           FROM summary p WHERE kind IS NULL);
+       || (SELECT jsonb_object_agg(p.phase, p.s || jsonb_build_object('by_kind',
+                    (SELECT coalesce(jsonb_object_agg(k.kind, k.s), '{}'::jsonb) FROM summary k
+                     WHERE k.phase = p.phase AND k.kind IS NOT NULL AND k.kind <> '')))
+           FROM summary p WHERE p.kind IS NULL);

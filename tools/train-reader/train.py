@@ -15,7 +15,7 @@ The prompt layouts are those of kvg's flywheel with the knowledge template
   cold        <s> \\n Q            -> worked solution \\n
   recurring   <s> S(Q) \\n Q       -> short answer \\n
   transfer    <s> S(P) \\n Q       -> worked solution of Q \\n   (P: same family;
-                                    half of them differ from Q in one digit)
+                                    some differ from Q in one digit only)
 
 The first answer token (short answer or worked solution) is weighted 10x in
 the loss: without it a model learns to copy and to chain but not to tell
@@ -189,8 +189,9 @@ def transfer(p, q):
 
 
 class Data:
-    def __init__(self, items, rng):
+    def __init__(self, items, rng, near_share):
         self.items = items
+        self.near_share = near_share
         self.rng = rng
         self.by_family = {}
         self.by_key = {}
@@ -199,8 +200,8 @@ class Data:
             self.by_key[(it["family"], digits(it))] = it
 
     def related(self, q):
-        """Another question of q's family: half the time one that differs in one digit."""
-        if self.rng.random() < 0.5:
+        """Another question of q's family; near_share of the time one that differs in one digit."""
+        if self.rng.random() < self.near_share:
             d = digits(q)
             near = []
             for pos in range(4):
@@ -220,8 +221,15 @@ class Data:
         rows = []
         for _ in range(size):
             q = self.rng.choice(self.items)
-            rows.append(cold(q) if layout == "cold" else recurring(q) if layout == "recurring"
-                        else transfer(self.related(q), q))
+            if layout == "contrast":  # recurring and transfer side by side: the first token must tell them apart
+                if self.rng.random() < 0.5:
+                    rows.append(recurring(q))
+                else:
+                    prompt, answer = transfer(self.related(q), q)
+                    rows.append((prompt, answer[:len(q["answer"] + END)]))
+            else:
+                rows.append(cold(q) if layout == "cold" else recurring(q) if layout == "recurring"
+                            else transfer(self.related(q), q))
         return rows
 
 
@@ -305,6 +313,12 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--ff", type=int, default=192)
+    ap.add_argument("--init", help="start from this state (the .pt a run writes next to its GGUF): a second phase")
+    ap.add_argument("--near-share", type=float, default=0.5,
+                    help="transfer contexts that differ from the question in one digit only")
+    ap.add_argument("--mix", default="2,4,4,0",
+                    help="cold,recurring,transfer,contrast batches in every ten (contrast: recurring and transfer "
+                         "examples in one batch, the transfer ones cut after as many tokens as a short answer)")
     ap.add_argument("--check-export", action="store_true",
                     help="after each export, compare kvg logits on the written file with torch's")
     ap.add_argument("--first-token-weight", type=float, default=10.0)
@@ -331,8 +345,10 @@ def main():
     print(f"data: {len(items)} training questions from seeds {args.train_seeds}, {time.time() - t0:.1f} s",
           flush=True)
 
-    data = Data(items, rng)
+    data = Data(items, rng, args.near_share)
     model = Reader(len(SPECIALS) + len(CHARS), d=args.dim, layers=args.layers, heads=args.heads, ff=args.ff)
+    if args.init:
+        model.load_state_dict(torch.load(args.init))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params} parameters, {n_params * 4 / 1e6:.2f} MB as float32", flush=True)
     decay = [p for p in model.parameters() if p.dim() == 2]
@@ -340,7 +356,8 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": other, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98))
     warm = 30
-    layouts = ["cold"] * 2 + ["recurring"] * 4 + ["transfer"] * 4
+    mix = [int(x) for x in args.mix.split(",")]
+    layouts = ["cold"] * mix[0] + ["recurring"] * mix[1] + ["transfer"] * mix[2] + ["contrast"] * mix[3]
     start = time.time()
     for step in range(1, args.steps + 1):
         lr = args.lr * (step / warm if step <= warm else
