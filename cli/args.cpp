@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "cli/suggest.hpp"
 #include "common/error.hpp"
 
 namespace kvg::cli {
@@ -17,32 +18,56 @@ const Flag* find_flag(const Flags& flags, const std::string& arg) {
 
 bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
+// "unknown flag --temprature; did you mean --temperature?"
+Error unknown_flag(const Flags& flags, const std::string& arg) {
+  std::vector<std::string> spellings = {"--help"};
+  for (const Flag& f : flags) {
+    spellings.push_back("--" + f.name);
+    if (!f.alias.empty()) spellings.push_back(f.alias);
+  }
+  const std::string near = nearest_spelling(arg, spellings);
+  return Error(ErrorCode::InvalidArgument, "unknown flag " + arg +
+                                               (near.empty() ? " (--help lists this command's flags)"
+                                                             : "; did you mean " + near + "?"));
+}
+
 }  // namespace
 
 Args::Args(int argc, char** argv, int first, const Flags& flags, int max_positional) {
-  // Help first, so that `kvg capture --model M --help` helps rather than
-  // complaining that --out is missing or a flag is misspelt.
+  // "--name=value" is "--name value" (GNU style, as many tools accept).
+  std::vector<std::string> words;
   for (int i = first; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (is_help(arg)) {
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      words.push_back(arg.substr(0, eq));
+      words.push_back(arg.substr(eq + 1));
+    } else {
+      words.push_back(arg);
+    }
+  }
+  // Help first, so that `kvg capture --model M --help` helps rather than
+  // complaining that --out is missing or a flag is misspelt.
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (is_help(words[i])) {
       help_ = true;
       return;
     }
-    if (const Flag* f = find_flag(flags, arg); f && !f->value.empty()) ++i;  // skip its value
+    if (const Flag* f = find_flag(flags, words[i]); f && !f->value.empty()) ++i;  // skip its value
   }
-  for (int i = first; i < argc; ++i) {
-    const std::string arg = argv[i];
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& arg = words[i];
     const Flag* f = find_flag(flags, arg);
     if (!f) {
-      if (arg.rfind("-", 0) == 0) throw Error(ErrorCode::InvalidArgument, "unknown flag " + arg);
+      if (arg.size() > 1 && arg[0] == '-') throw unknown_flag(flags, arg);
       if (int(positional_.size()) >= max_positional)
         throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + arg + "'");
       positional_.push_back(arg);
     } else if (f->value.empty()) {
       values_[f->name] = "1";
     } else {
-      if (i + 1 >= argc) throw Error(ErrorCode::InvalidArgument, "--" + f->name + " needs a value");
-      values_[f->name] = argv[++i];
+      if (i + 1 >= words.size()) throw Error(ErrorCode::InvalidArgument, "--" + f->name + " needs a value");
+      values_[f->name] = words[++i];
     }
   }
 }
@@ -72,6 +97,14 @@ int64_t Args::get_int(const std::string& name, int64_t fallback) const {
   } catch (const std::exception&) {
     throw Error(ErrorCode::InvalidArgument, "--" + name + " expects an integer, got '" + *v + "'");
   }
+}
+
+int64_t Args::get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const {
+  const int64_t v = get_int(name, fallback);
+  if (has(name) && (v < lo || v > hi))
+    throw Error(ErrorCode::InvalidArgument,
+                "--" + name + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not " + std::to_string(v));
+  return v;
 }
 
 double Args::get_double(const std::string& name, double fallback) const {

@@ -34,6 +34,8 @@ class Args {
   std::string get(const std::string& name) const;  // throws when missing
   std::optional<std::string> opt(const std::string& name) const;
   int64_t get_int(const std::string& name, int64_t fallback) const;
+  // A given value outside lo..hi is refused, naming the range (the fallback is not checked).
+  int64_t get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   double get_double(const std::string& name, double fallback) const;
 
  private:

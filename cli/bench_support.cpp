@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -43,6 +44,18 @@ std::vector<int64_t> parse_lengths(const std::string& text, int64_t limit) {
     pos = end + 1;
   }
   return out;
+}
+
+Spread spread_of(const std::vector<double>& values) {
+  Spread s;
+  if (values.empty()) return s;
+  for (double v : values) s.mean += v;
+  s.mean /= double(values.size());
+  if (values.size() < 2) return s;
+  double squares = 0;
+  for (double v : values) squares += (v - s.mean) * (v - s.mean);
+  s.stddev = std::sqrt(squares / double(values.size() - 1));
+  return s;
 }
 
 }  // namespace kvg::cli

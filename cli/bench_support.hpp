@@ -1,5 +1,5 @@
 // What the bench commands share: a temporary directory for their stores and
-// files, and the --lengths list of context lengths.
+// files, the --lengths list of context lengths, and the spread of repeated runs.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,12 @@ class TempDir {
 // --lengths: comma-separated prefix lengths, each in 1..limit-1 (the context
 // holds `limit` positions, one is for the next token).
 std::vector<int64_t> parse_lengths(const std::string& text, int64_t limit);
+
+// Mean and sample standard deviation (n - 1; 0 for one value) of repeated
+// measurements, as llama-bench reports them.
+struct Spread {
+  double mean = 0, stddev = 0;
+};
+Spread spread_of(const std::vector<double>& values);
 
 }  // namespace kvg::cli

@@ -29,7 +29,7 @@ Flags chat_flags() {
   return {{"messages", "JSON", "the conversation: [{\"role\":\"system|user|assistant\",\"content\":\"...\"}, ...]"},
           {"messages-file", "FILE", "the conversation's JSON from a file"},
           {"system", "S", "with --user: a system message first"},
-          {"user", "U", "a one-turn conversation: this user message"},
+          {"user", "U", "a one-turn conversation: this user message", "-p"},
           {"format", "F", "auto|plain|chatml|llama3|gemma|phi3|mistral: the layout (default auto: the model's "
                           "tokenizer.chat_template; plain where it has none)"}};
 }

@@ -16,6 +16,7 @@
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
+#include "cli/version.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
 #include "engine/graft.hpp"
@@ -251,15 +252,15 @@ int cmd_bench_graft(const Args& args) {
   const IoResult io = measure_io(store, dir.path(), largest_artifact, largest_id, io_repeat);
   const uint64_t bytes = largest_artifact.size();
   if (json) {
-    std::printf("{\"model\":\"%s\",\"architecture\":\"%s\",\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\","
-                "\"threads\":%d,\"rows\":[",
-                json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
+    std::printf("{\"kvg\":{\"version\":\"%s\",\"commit\":\"%s\"},\"model\":\"%s\",\"architecture\":\"%s\","
+                "\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"rows\":[",
+                version(), build_commit(), json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
                 (unsigned long long)model->parameter_count(), options.recipe.name().c_str(), isa_name(options.isa), options.threads);
     for (size_t i = 0; i < rows.size(); ++i)
-      std::printf("%s{\"tokens\":%lld,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"verify_ms\":%.4f,"
+      std::printf("%s{\"tokens\":%lld,\"best_of\":%d,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"verify_ms\":%.4f,"
                   "\"hashed_behind_ms\":%.4f,\"read_ms\":%.4f,\"reserve_ms\":%.4f,\"copy_ms\":%.4f,\"decode_ms\":%.4f,\"recompute_ms\":%.4f,"
                   "\"exact\":%s}",
-                  i ? "," : "", (long long)rows[i].tokens, (unsigned long long)rows[i].bytes, rows[i].capture_s * 1e3,
+                  i ? "," : "", (long long)rows[i].tokens, repeats_for(rows[i].tokens), (unsigned long long)rows[i].bytes, rows[i].capture_s * 1e3,
                   rows[i].graft_s * 1e3, rows[i].split.hash_s * 1e3, rows[i].split.hashed_behind_s * 1e3,
                   rows[i].split.source_s * 1e3,
                   rows[i].split.reserve_s * 1e3, rows[i].split.other_s() * 1e3, rows[i].decode_s * 1e3,

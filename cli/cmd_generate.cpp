@@ -12,9 +12,33 @@
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
 #include "engine/positional_compose.hpp"
+#include "engine/request_limits.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg::cli {
+
+namespace {
+
+// -n, --temperature, --top-k, --top-p, --seed: refused by the rule the SQL
+// functions apply to their arguments (engine/request_limits.hpp), so that
+// NaN, inf or -1 fail here as there, never run greedy or unbounded.
+void set_sampling_flags(const Args& args, GenerateOptions& options) {
+  options.max_new_tokens = args.get_int("n", 64);
+  check_new_tokens(options.max_new_tokens, "-n");
+  const double temperature = args.get_double("temperature", 0.0);
+  check_temperature(temperature, "--temperature");
+  const int64_t top_k = args.get_int("top-k", 0);
+  check_top_k(top_k, "--top-k");
+  const double top_p = args.get_double("top-p", 1.0);
+  check_top_p(top_p, "--top-p");
+  options.sampling.temperature = float(temperature);
+  options.sampling.top_k = int(top_k);
+  options.sampling.top_p = float(top_p);
+  // Any 64-bit integer, as SQL's bigint seed: a negative one is its bits.
+  options.sampling.seed = uint64_t(args.get_int("seed", 0));
+}
+
+}  // namespace
 
 int cmd_generate(const Args& args) { return run_generate(args, args.has("chat")); }
 
@@ -55,12 +79,8 @@ int run_generate(const Args& args, bool chat) {
   }
   GenerateOptions options;
   options.stop_tokens = stop_tokens;
-  options.max_new_tokens = args.get_int("n", 64);
-  options.prefill_chunk = args.get_int("chunk", 0);
-  options.sampling.temperature = float(args.get_double("temperature", 0.0));
-  options.sampling.top_k = int(args.get_int("top-k", 0));
-  options.sampling.top_p = float(args.get_double("top-p", 1.0));
-  options.sampling.seed = uint64_t(args.get_int("seed", 0));
+  options.prefill_chunk = args.get_int("chunk", 0, 0, kMaxNewTokens);
+  set_sampling_flags(args, options);
   const bool json = args.has("json");
   const Tokenizer& tok = model->tokenizer();
   int32_t previous = prompt.empty() ? -1 : prompt.back();

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "engine/graft_check.hpp"
+#include "engine/request_limits.hpp"
 
 namespace kvg::cli {
 
@@ -15,8 +16,10 @@ int cmd_graft_check(const Args& args) {
   const ArtifactRef ref = resolve_artifact(args);
   const auto prompt = prompt_after_artifact(args, *model, chain_tokens(ref));
   GraftCheckOptions options;
-  options.samples = int(args.get_int("samples", 0));
-  options.sample_tokens = int(args.get_int("sample-tokens", 16));
+  options.samples = int(args.get_int("samples", 0, 0, 100000));
+  const int64_t sample_tokens = args.get_int("sample-tokens", 16);
+  check_new_tokens(sample_tokens, "--sample-tokens");
+  options.sample_tokens = int(sample_tokens);
   const EngineOptions engine = engine_options(args);
   const GraftCheckResult r = graft_check(model, engine, ref.id, ref.open, prompt, options);
   std::printf(

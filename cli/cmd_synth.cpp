@@ -3,7 +3,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
-#include "engine/synth_model.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg::cli {
 

@@ -13,7 +13,7 @@ namespace kvg::cli {
 
 namespace {
 
-const Flag kText{"text", "T", "the prompt as text (encoded with the model's tokenizer)"};
+const Flag kText{"text", "T", "the prompt as text (encoded with the model's tokenizer)", "-p"};
 const Flag kTokens{"tokens", "IDS", "the prompt as token ids, \"1,2,3\""};
 const Flag kChunk{"chunk", "K", "prefill in chunks of K tokens (default: all at once; the bits do not change)"};
 const Flag kArtifact{"artifact", "A", "graft this artifact first: a file, or a hash in --store"};
@@ -25,24 +25,24 @@ Flags with(Flags a, const Flags& b) {
 }
 
 Flags sampling_flags() {
-  return {{"n", "N", "new tokens at most (default 64)", "-n"},
-          {"seed", "S", "sampling seed (default 0)"},
-          {"temperature", "X", "sampling temperature (default 0: greedy)"},
+  return {{"n", "N", "new tokens at most, 1..1048576 (default 64)", "-n"},
+          {"seed", "S", "sampling seed, any 64-bit integer (default 0)"},
+          {"temperature", "X", "sampling temperature, 0..100 (default 0: greedy)"},
           {"top-k", "K", "sample from the K most likely tokens (default 0: all)"},
-          {"top-p", "P", "nucleus sampling threshold (default 1)"},
+          {"top-p", "P", "nucleus sampling threshold, above 0 and at most 1 (default 1)"},
           {"json", "", "print one JSON object: tokens, text, timings"}};
 }
 
 std::vector<Command> build_table() {
   return {
       {"info", "describe a model and where an engine command would run", cmd_info,
-       {{"model", "M", "the GGUF model file"},
+       {{"model", "M", "the GGUF model file", "-m"},
         {"json", "", "one JSON object instead of a table"},
         {"device", "D", "cpu|cuda|auto: report where this --device would really run (default cpu)"},
         {"recipe", "R", "report this recipe (default f32-portable-v1; docs/recipe.md)"}}},
       {"tokenize", "print a text's token ids (any GGUF with a vocabulary, whatever its architecture)", cmd_tokenize,
-       {{"model", "M", "the GGUF model or vocabulary file"},
-        {"text", "T", "the text to encode"},
+       {{"model", "M", "the GGUF model or vocabulary file", "-m"},
+        {"text", "T", "the text to encode", "-p"},
         {"file", "F", "encode this file's bytes instead of --text"},
         {"bos", "", "prepend the beginning-of-sequence token"},
         {"special", "", "match control tokens (\"<|endoftext|>\", \"</s>\") written in the text"},
@@ -91,16 +91,17 @@ std::vector<Command> build_table() {
                      {"json", "", "one JSON object instead of the table"},
                      {"dump", "FILE", "write the questions as JSONL (- for stdout) and stop"},
                      {"training-split", "", "with --generator and --dump: the questions reserved for training"}})},
-      {"bench", "prefill and decode throughput per recipe (--recipe A,B: one row each, one run), and decode's share of memory bandwidth", cmd_bench,
-       engine_flags({{"prompt-tokens", "N", "prompt length (default 128)"},
-                     {"gen-tokens", "N", "decoded tokens (default 64)"},
+      {"bench", "prefill and decode throughput per recipe (--recipe A,B: one row each), mean ± standard deviation of -r runs, and decode's share of memory bandwidth", cmd_bench,
+       engine_flags({{"prompt-tokens", "N", "prompt length (default 128)", "-p"},
+                     {"gen-tokens", "N", "decoded tokens (default 64)", "-n"},
+                     {"repetitions", "N", "runs of each recipe, 1..1000, reported as mean ± standard deviation (default 5)", "-r"},
                      {"skip-memory", "", "skip the 1 GiB memory-read measurement"},
-                     {"json", "", "one JSON object per recipe instead of the table"}})},
+                     {"json", "", "one JSON object (every recipe, every run) instead of the table"}})},
       {"bench-graft", "graft a stored prefix vs recompute it, by prefix length; store vs plain file I/O",
        cmd_bench_graft,
        engine_flags({{"lengths", "N,N,...", "prefix lengths (default 64, 128, ... up to the context)"},
                      {"store", "DIR", "where the temporary store goes (default /tmp)"},
-                     {"repeat", "R", "best of R runs (default 3 up to 512 tokens, 1 above)"},
+                     {"repeat", "R", "best of R runs (default 3 up to 512 tokens, 1 above)", "-r"},
                      {"json", "", "one JSON object (rows, store I/O) instead of the tables"}})},
       {"bench-mapped",
        "a long context's KV mapped from artifact files vs grafted into the resident cache: open, decode, memory",
@@ -119,11 +120,11 @@ std::vector<Command> build_table() {
        cmd_bench_store,
        {{"db", "CONNINFO", "libpq connection string of a server with kvg installed (default: the PG* environment)"},
         {"sizes", "MiB,...", "artifact sizes in MiB (default 1,16,256,1000)"},
-        {"repeat", "R", "best of R runs per size (default 3, 1 above 256 MiB)"},
+        {"repeat", "R", "best of R runs per size (default 3, 1 above 256 MiB)", "-r"},
         {"dir", "DIR", "where the plain files are written (default /tmp; best on the server's disk)"},
-        {"model", "M", "also graft a long prefix vs recompute it on this model (the server must read the path)"},
+        {"model", "M", "also graft a long prefix vs recompute it on this model (the server must read the path)", "-m"},
         {"graft-tokens", "N", "the prefix's length at most (default 2000)"},
-        {"threads", "N", "kvg.threads for the graft part (default 2)"}}},
+        {"threads", "N", "kvg.threads for the graft part (default 2)", "-t"}}},
       {"synth", "write a synthetic GGUF model (any supported architecture) with seeded random weights", cmd_synth,
        {{"out", "F.gguf", "the model file to write"},
         {"n-embd", "N", "embedding width (default 64)"},
@@ -165,7 +166,8 @@ const Command* find_command(std::string_view name) {
 }
 
 void print_command_list(std::FILE* out) {
-  std::fprintf(out, "usage: kvg <command> [flags]      kvg help <command>, kvg <command> --help: its flags\n\n");
+  std::fprintf(out, "usage: kvg <command> [flags]      kvg help <command>, kvg <command> --help: its flags\n"
+                   "       kvg --version                 the release, commit, recipes and the CPU's kernels\n\n");
   for (const Command& c : commands()) std::fprintf(out, "  %-15s %s\n", c.name, c.summary);
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <string>
+#include <thread>
 
 #include "common/error.hpp"
 #include "engine/graft_check.hpp"
@@ -12,10 +14,16 @@ namespace kvg::cli {
 
 static_assert(std::endian::native == std::endian::little, "logits are written as native little-endian floats");
 
+int default_threads() {
+  // hardware_concurrency() is 0 where the count is unknown: one thread then.
+  return int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, unsigned(kMaxThreads)));
+}
+
 Flags engine_flags(Flags more) {
   Flags flags = {
-      {"model", "M", "the GGUF model file"},
-      {"threads", "N", "worker threads, 1..256 (default 1; the bits do not change)"},
+      {"model", "M", "the GGUF model file", "-m"},
+      {"threads", "N", "worker threads, 1.." + std::to_string(kMaxThreads) + " (default: this machine's cores, " +
+                           std::to_string(default_threads()) + "; the bits do not change)", "-t"},
       {"isa", "I", "scalar|avx2|avx512|auto: the CPU kernels (default: the best; the bits do not change)"},
       {"max-context", "N", "positions the KV cache holds (default: the model's context length)"},
       {"max-kv-memory", "BYTES", "refuse a context whose KV cache needs more bytes (default: unbounded)"},
@@ -44,8 +52,10 @@ EngineOptions engine_options(const Args& args, std::vector<Recipe>* recipes) {
     throw Error(ErrorCode::InvalidArgument, "--recipe takes one recipe here, not a list");
   options.recipe = named.front();
   if (recipes) *recipes = named;
-  options.threads = int(args.get_int("threads", 1));
-  if (options.threads < 1 || options.threads > 256) throw Error(ErrorCode::InvalidArgument, "--threads must be in 1..256");
+  const int64_t threads = args.get_int("threads", default_threads());
+  if (threads < 1 || threads > kMaxThreads)
+    throw Error(ErrorCode::InvalidArgument, "--threads must be in 1.." + std::to_string(kMaxThreads));
+  options.threads = int(threads);
   if (auto isa = args.opt("isa")) options.isa = parse_isa(*isa);
   options.max_context = args.get_int("max-context", 0);
   options.max_kv_bytes = args.get_int("max-kv-memory", 0);

@@ -11,6 +11,12 @@
 
 namespace kvg::cli {
 
+// --threads: at most this many; by default one per core this machine has
+// (std::thread::hardware_concurrency, within 1..kMaxThreads). The bits of
+// every result are the same at any count.
+inline constexpr int kMaxThreads = 256;
+int default_threads();
+
 // --model, --threads, --isa, --max-context, --device, --recipe: the flags of
 // every command that runs the model, followed by `more`.
 Flags engine_flags(Flags more);

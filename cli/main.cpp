@@ -4,8 +4,11 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/suggest.hpp"
+#include "cli/version.hpp"
 #include "common/error.hpp"
 
 namespace {
@@ -22,7 +25,13 @@ int exit_status(kvg::ErrorCode code) {
 }
 
 int unknown_command(const char* name) {
-  std::fprintf(stderr, "kvg: unknown command '%s'\n\n", name);
+  std::vector<std::string> names;
+  for (const kvg::cli::Command& c : kvg::cli::commands()) names.push_back(c.name);
+  // `kvg --threads 2 bench`, `kvg -m M`: a flag where the command goes.
+  if (name[0] == '-') names = {"--help", "--version"};
+  const std::string near = kvg::cli::nearest_spelling(name, names);
+  if (near.empty()) std::fprintf(stderr, "kvg: unknown command '%s'\n\n", name);
+  else std::fprintf(stderr, "kvg: unknown command '%s'; did you mean '%s'?\n\n", name, near.c_str());
   kvg::cli::print_command_list(stderr);
   return 2;
 }
@@ -36,6 +45,10 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     print_command_list(stderr);
     return 2;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    print_version(stdout);
+    return 0;
   }
   if (is_help(argv[1])) {
     if (argc < 3) {

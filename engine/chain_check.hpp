@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/graft.hpp"
+#include "engine/artifact_chain.hpp"
 #include "engine/session.hpp"
 #include "storage/artifact_format.hpp"
 

@@ -8,7 +8,6 @@
 #include "engine/kv_storage.hpp"
 
 #include "common/error.hpp"
-#include "engine/session.hpp"
 
 #ifdef KVG_HAVE_CUDA
 

@@ -24,13 +24,13 @@
 #include <vector>
 
 #include "engine/kv_cache.hpp"
+#include "engine/logits_for.hpp"
 #include "engine/model.hpp"
 #include "engine/recipe.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 
 namespace kvg {
 
-enum class LogitsFor;  // engine/session.hpp
 
 class CudaForward {
  public:

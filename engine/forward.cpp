@@ -9,6 +9,7 @@
 #include "engine/mapped_kv.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_q8.hpp"

@@ -12,12 +12,6 @@ namespace {
 
 std::vector<uint32_t> as_u32(std::span<const int32_t> ids) { return {ids.begin(), ids.end()}; }
 
-ArtifactHeader read_header(const Digest& id, const ArtifactOpener& open) {
-  auto source = open(id);
-  ArtifactReader reader(*source);
-  return reader.header();
-}
-
 }  // namespace
 
 ArtifactHeader capture_header(const Session& session, int64_t from, int64_t to, const std::optional<Digest>& parent) {
@@ -58,21 +52,6 @@ Digest capture(const Session& session, int64_t from, int64_t to, const std::opti
   // artifact's [n_tokens][n_head_kv][head_dim] block.
   for (uint32_t l = 0; l < h.n_layer; ++l) writer.write_layer(l, kv.k(int(l), from), kv.v(int(l), from));
   return writer.finish();
-}
-
-std::vector<ArtifactHeader> chain_headers(const Digest& leaf, const ArtifactOpener& open) {
-  std::vector<ArtifactHeader> chain;
-  Digest id = leaf;
-  for (;;) {
-    ArtifactHeader h = read_header(id, open);
-    const std::optional<Digest> parent = h.parent;
-    chain.push_back(std::move(h));
-    if (!parent) break;
-    if (chain.size() > 100000) throw Error(ErrorCode::Corrupt, "artifact chain is implausibly long (a cycle?)");
-    id = *parent;
-  }
-  std::reverse(chain.begin(), chain.end());
-  return chain;
 }
 
 GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& open,

@@ -5,22 +5,16 @@
 // computed the whole prompt itself (docs/design.md, recipe rule 5).
 #pragma once
 
-#include <functional>
-#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "engine/artifact_chain.hpp"
 #include "engine/session.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/byte_stream.hpp"
 
 namespace kvg {
-
-// Opens the bytes of an artifact by identity (a store's get_unverified(), or
-// a file). Must throw kvg::Error(NotFound) for an unknown identity. It need
-// not check the hash: graft() compares every link's identity with its name.
-using ArtifactOpener = std::function<std::unique_ptr<ByteSource>(const Digest&)>;
 
 // The header an artifact of positions [from, to) of this session would have.
 // `parent` (when given) must describe positions [0, from).
@@ -57,9 +51,5 @@ struct GraftTimes {
 // kvg::Error says precisely why.
 GraftedChain graft(Session& session, const Digest& leaf, const ArtifactOpener& open,
                    std::optional<std::span<const int32_t>> prompt = std::nullopt, GraftTimes* times = nullptr);
-
-// The headers of a chain, root first, each read from its bytes (a cheap walk
-// over parents; graft() re-verifies everything it uses).
-std::vector<ArtifactHeader> chain_headers(const Digest& leaf, const ArtifactOpener& open);
 
 }  // namespace kvg

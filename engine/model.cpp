@@ -8,6 +8,7 @@
 #include "engine/architectures.hpp"
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/model_refusals.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "engine/request_limits.hpp"
 #include "kernels/cpu/portable_math.hpp"
 
 namespace kvg {
@@ -30,8 +31,7 @@ float uniform_for_position(uint64_t seed, int64_t position) {
 
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params, int64_t position) {
   if (!(params.temperature > 0.0f)) return argmax(logits);
-  if (!(params.top_p > 0.0f && params.top_p <= 1.0f))
-    throw Error(ErrorCode::InvalidArgument, "top_p must be in (0, 1]");
+  check_top_p(params.top_p, "top_p");
   // Candidates by descending logit, ties by ascending id: a total order.
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);

@@ -14,6 +14,7 @@
 #include "engine/device.hpp"
 #include "engine/kv_cache.hpp"
 #include "engine/kv_storage.hpp"
+#include "engine/logits_for.hpp"
 #include "engine/model.hpp"
 #include "engine/progress.hpp"
 #include "engine/recipe.hpp"
@@ -42,8 +43,6 @@ struct EngineOptions {
   const char* kv_limit_name = "the KV memory limit";
 };
 
-
-enum class LogitsFor { None, Last, All };
 
 class Session {
  public:

@@ -246,9 +246,10 @@ if wants bench; then
     for recipe in f32-portable-v1 q8-portable-v1; do
       log=$build/gpu-bench-$recipe.log
       timeout 120 "$cli" bench --model "$model" --device cuda --recipe "$recipe" --prompt-tokens 512 --gen-tokens 64 \
-        --max-context 1024 --skip-memory --json >"$log" 2>"$log.err"
+        --max-context 1024 --skip-memory -r 1 --json >"$log" 2>"$log.err"
       bench_status=$?
-      speeds=$(sed -n 's/.*"prefill":{[^}]*"tokens_per_s":\([0-9.]*\)}.*"decode":{[^}]*"tokens_per_s":\([0-9.]*\),.*/\2 \1/p' "$log")
+      speeds=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["recipes"][0]
+print(r["decode"]["tokens_per_s"], r["prefill"]["tokens_per_s"])' "$log" 2>/dev/null)
       if [ "$bench_status" -eq 0 ] && [ -n "$speeds" ]; then
         row "GPU $recipe: decode tokens/s (prefill 512 tokens/s)" "$(cut -d' ' -f1 <<<"$speeds") ($(cut -d' ' -f2 <<<"$speeds"))" pass
       elif grep -q 'not implemented' "$log.err"; then

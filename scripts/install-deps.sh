@@ -7,10 +7,11 @@ packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3
           libpq-dev   # libpq: kvg bench-store talks to the server as a client
           libpcre2-dev)  # PCRE2: the byte-level BPE pre-tokenizer regexes
-# --tests: also the tools only tests use: Chromium (headless screenshots of
-# scripts/bench-report.py's page) and clang with its libFuzzer runtime (the
-# fuzz harnesses, tests/fuzz). scripts/test.sh asks for them; the demo not.
-[ "${1:-}" = --tests ] && packages+=(chromium clang libclang-rt-14-dev)
+# --tests: also the tools only tests use: matplotlib (scripts/bench-report.py
+# draws its plots with it) and Chromium (headless screenshots of its page),
+# clang with its libFuzzer runtime (the fuzz harnesses, tests/fuzz).
+# scripts/test.sh asks for them; the demo not.
+[ "${1:-}" = --tests ] && packages+=(python3-matplotlib chromium clang libclang-rt-14-dev)
 # --with-training: what retraining the reader model (tools/train-reader) and
 # plotting kvg eval's results (scripts/eval-plot.py) need: PyTorch on the CPU,
 # OpenBLAS (several times faster than the reference BLAS), matplotlib. No

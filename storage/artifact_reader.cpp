@@ -4,7 +4,7 @@
 
 #include "common/error.hpp"
 #include "storage/artifact_format.hpp"
-#include "storage/artifact_header_parser.hpp"
+#include "storage/artifact_header.hpp"
 #include "storage/little_endian.hpp"
 #include "storage/verified_bytes.hpp"
 

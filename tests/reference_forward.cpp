@@ -1,3 +1,4 @@
+#include "kernels/cpu/dequantize.hpp"
 #include "tests/reference_forward.hpp"
 
 #include <algorithm>

@@ -1,12 +1,12 @@
 // Small synthetic models for tests that need a model but not a trained one
-// (engine/synth_model.hpp): written once per name under the build tree.
+// (tools/synth_model.hpp): written once per name under the build tree.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "engine/model.hpp"
-#include "engine/synth_model.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg::test {
 

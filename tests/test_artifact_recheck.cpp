@@ -14,11 +14,11 @@
 #include "engine/gguf/gguf_file.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/knowledge_prompt.hpp"
-#include "engine/prompt.hpp"
-#include "engine/synth_model.hpp"
 #include "engine/memory_artifacts.hpp"
+#include "engine/prompt.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

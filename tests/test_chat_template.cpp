@@ -16,9 +16,9 @@
 #include "engine/chat_template.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
-#include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

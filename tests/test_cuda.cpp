@@ -22,12 +22,10 @@
 #include <thread>
 
 #include "engine/cuda_forward.hpp"
-#include "engine/gguf/gguf_writer.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/sampler.hpp"
 #include "engine/session.hpp"
-#include "engine/synth_model.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
@@ -37,15 +35,18 @@
 #include "kernels/cpu/portable_math.hpp"
 #include "kernels/cpu/rope_table.hpp"
 #include "kernels/cuda/cuda_runtime_probe.hpp"
+#include "tools/gguf_writer.hpp"
+#include "tools/synth_model.hpp"
 #ifdef KVG_CUDA_EMULATOR
 #include <pthread.h>
 #include <signal.h>
 
 #include "kernels/cuda/emulator/include/mock_control.hpp"
 #endif
+#include "engine/memory_artifacts.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/sha256.hpp"
-#include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
 
 #ifdef KVG_HAVE_CUDA

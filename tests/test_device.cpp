@@ -10,9 +10,9 @@
 #include "common/error.hpp"
 #include "engine/device.hpp"
 #include "engine/session.hpp"
-#include "engine/synth_model.hpp"
 #include "kernels/cuda/signal_block.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

@@ -9,13 +9,13 @@
 
 #include "engine/generate.hpp"
 #include "engine/session.hpp"
-#include "engine/synth_model.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
 #include "storage/sha256.hpp"
-#include "tests/reference_forward.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/kernel_fixtures.hpp"
+#include "tests/reference_forward.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

@@ -11,11 +11,11 @@
 #include <set>
 
 #include "engine/gguf/gguf_file.hpp"
-#include "engine/gguf/gguf_writer.hpp"
-#include "engine/synth_model.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/gguf_writer.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

@@ -10,12 +10,12 @@
 
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
-#include "engine/synth_model.hpp"
+#include "engine/memory_artifacts.hpp"
 #include "kernels/cpu/kv_rounding.hpp"
 #include "storage/artifact_format.hpp"
-#include "engine/memory_artifacts.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

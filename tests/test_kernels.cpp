@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/ops.hpp"

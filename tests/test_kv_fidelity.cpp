@@ -24,11 +24,11 @@
 #include "engine/graft.hpp"
 #include "engine/memory_artifacts.hpp"
 #include "engine/prompt.hpp"
-#include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/logit_compare.hpp"
 #include "tests/reference_forward.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 
 #include "kernels/cpu/activation_quant.hpp"
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/matmul_q8.hpp"

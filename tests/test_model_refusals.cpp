@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "engine/gguf/gguf_writer.hpp"
 #include "engine/model.hpp"
-#include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
+#include "tools/gguf_writer.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

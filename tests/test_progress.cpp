@@ -7,9 +7,9 @@
 
 #include "cli/progress.hpp"
 #include "engine/session.hpp"
-#include "engine/synth_model.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg::cli {
 namespace {

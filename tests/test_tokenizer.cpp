@@ -17,9 +17,9 @@
 
 #include "common/error.hpp"
 #include "engine/gguf/gguf_file.hpp"
-#include "engine/gguf/gguf_writer.hpp"
 #include "engine/tokenizer.hpp"
 #include "tests/data_paths.hpp"
+#include "tools/gguf_writer.hpp"
 
 namespace kvg {
 namespace {

@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "engine/gguf/gguf_file.hpp"
-#include "engine/gguf/gguf_writer.hpp"
 #include "engine/generate.hpp"
+#include "engine/gguf/gguf_file.hpp"
 #include "engine/model.hpp"
 #include "engine/pretokenizer.hpp"
 #include "engine/prompt.hpp"
 #include "engine/session.hpp"
-#include "engine/synth_model.hpp"
 #include "engine/tokenizer.hpp"
 #include "tests/data_paths.hpp"
+#include "tools/gguf_writer.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {

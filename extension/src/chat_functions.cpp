@@ -12,6 +12,7 @@
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
+#include "engine/request_limits.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -65,8 +66,7 @@ KVG_SQL_FUNCTION(kvg_chat) {
   check_max_tokens(max_tokens);
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
-  if (!(temperature >= 0 && temperature <= 100))
-    throw Error(ErrorCode::InvalidArgument, "temperature must be between 0 and 100 (0 is greedy)");
+  check_temperature(temperature, "temperature");  // the CLI's rule too (engine/request_limits.hpp)
 
   EngineCall call;
   const ChatPrompt prompt = chat_prompt_args(fcinfo, 2, *call.model);

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "engine/prompt.hpp"
+#include "engine/request_limits.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_values.hpp"
 
@@ -45,7 +46,7 @@ ProgressReport progress_notices(const char* what) {
 }
 
 void check_max_tokens(int64_t max_tokens) {
-  if (max_tokens < 1) throw Error(ErrorCode::InvalidArgument, "max_tokens must be at least 1");
+  check_new_tokens(max_tokens, "max_tokens");  // the CLI's -n obeys the same rule (engine/request_limits.hpp)
   if (max_tokens > settings::max_new_tokens())
     throw Error(ErrorCode::OutOfRange, "max_tokens " + std::to_string(max_tokens) + " exceeds kvg.max_new_tokens (" +
                                            std::to_string(settings::max_new_tokens()) + ")");

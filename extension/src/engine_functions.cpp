@@ -14,6 +14,7 @@
 #include "engine/graft_check.hpp"
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
+#include "engine/request_limits.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -26,10 +27,6 @@ using namespace kvg;
 using namespace kvg::pg;
 
 namespace {
-
-// Sampling temperatures beyond this only flatten the distribution further;
-// the bound keeps every value finite as the float the sampler uses.
-constexpr double kMaxTemperature = 100;
 
 // The whole prompt when the artifact chain ending in `leaf` precedes `text`,
 // and that chain, as where prefix reuse starts.
@@ -123,10 +120,7 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
   check_max_tokens(max_tokens);
-  // Checked as the engine will use it (a float): 1e308 is finite as a double only.
-  if (!(temperature >= 0 && temperature <= kMaxTemperature))
-    throw Error(ErrorCode::InvalidArgument,
-                "temperature must be between 0 and " + std::to_string(int(kMaxTemperature)) + " (0 is greedy)");
+  check_temperature(temperature, "temperature");  // the CLI's rule too (engine/request_limits.hpp)
 
   EngineCall call;
   const std::string text = prompt_text_arg(fcinfo, 0, *call.model, "prompt");

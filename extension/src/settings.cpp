@@ -67,6 +67,7 @@
 #include "common/error.hpp"
 
 #include "engine/knowledge_prompt.hpp"
+#include "engine/request_limits.hpp"
 #include "extension/src/primary_link.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -181,7 +182,7 @@ void define() {
                            "Artifacts graft only under the recipe that produced them.", &recipe_value, 0,
                            recipe_options.data(), PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_new_tokens", "Hard cap on the tokens one kvg call generates.", nullptr,
-                          &max_new_tokens_value, 256, 1, 1 << 20, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+                          &max_new_tokens_value, 256, 1, int(kvg::kMaxNewTokens), PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.progress_notices",
                           "Report long kvg work (prefill, decoding) as NOTICEs, at most one per this interval.",
                           "0 (the default) sends none.", &progress_notice_ms_value, 0, 0, INT_MAX, PGC_USERSET,

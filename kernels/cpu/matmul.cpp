@@ -1,3 +1,4 @@
+#include "kernels/cpu/dequantize.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 #include <algorithm>

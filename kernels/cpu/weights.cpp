@@ -1,9 +1,5 @@
 #include "kernels/cpu/weights.hpp"
 
-#include <algorithm>
-
-#include "kernels/cpu/weight_decode.hpp"
-
 namespace kvg {
 
 const char* weight_type_name(WeightType t) {
@@ -58,15 +54,6 @@ int weight_block_bytes(WeightType t) {
     case WeightType::Q5_K: return 176;
   }
   return 0;
-}
-
-void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
-  float chunk[detail::kLanes];
-  for (int64_t k = 0; k < w.cols; k += detail::kLanes) {
-    const int n = int(std::min<int64_t>(detail::kLanes, w.cols - k));
-    detail::decode_chunk(w.type, w.row(r), k, n, chunk);
-    std::copy(chunk, chunk + n, out + k);
-  }
 }
 
 }  // namespace kvg

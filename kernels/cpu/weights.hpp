@@ -59,7 +59,4 @@ KVG_HOST_DEVICE decltype(auto) with_weight_type(WeightType t, F&& f) {
   return f(std::integral_constant<T, T::F32>{});
 }
 
-// out[0..cols) = row r of W as fp32 (exact).
-void dequantize_row(const WeightMatrix& w, int64_t r, float* out);
-
 }  // namespace kvg

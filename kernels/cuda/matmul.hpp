@@ -12,22 +12,10 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/cpu/weights.hpp"
 #include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/matmul_output.hpp"
 
 namespace kvg::cuda {
-
-// One product y[t * y_stride + r] = dot(row r of w, x[t]); w.data and y are
-// device pointers, w keeps its storage format (quantized stays quantized).
-struct MatmulOutput {
-  WeightMatrix w;
-  float* y = nullptr;
-  int64_t y_stride = 0;
-};
-
-// Up to this many products that read the same input share one launch (the
-// q, k, v projections; the gate and up projections).
-constexpr int kMaxMatmulOutputs = 3;
 
 // For every output o and token t < n_tokens: o.y[t * o.y_stride + r] =
 // dot(row r of o.w, x + t * x_stride) for r < o.w.rows. Every o.w.cols must

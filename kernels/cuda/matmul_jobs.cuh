@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/matmul.hpp"
+#include "kernels/cuda/matmul_output.hpp"
 
 namespace kvg::cuda::detail {
 

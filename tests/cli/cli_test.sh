@@ -10,20 +10,7 @@ model=$data/models/stories260K.gguf
 q8=$data/models/TinyStories-656K-Q8_0.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() {  # check NAME COMMAND...: passes when COMMAND exits 0
-  local name=$1
-  shift
-  if "$@" >"$tmp/out" 2>"$tmp/err"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL: $name"
-    sed 's/^/  | /' "$tmp/out" "$tmp/err" | head -20
-  fi
-}
-fails() { ! "$@"; }
+source "$(dirname "$0")/check_lib.sh"
 
 # Help: `kvg help`, `kvg help C` and `kvg C --help|-h` for every command; an
 # unknown command lists the commands and exits 2. (No model needed.)
@@ -44,16 +31,7 @@ check "help of an unknown command exits 2" bash -c "'$kvg' help frobnicate 2>/de
 check "kvg alone prints the list and exits 2" bash -c "'$kvg' 2>&1 | grep -q '^  capture '; '$kvg' 2>/dev/null; [ \$? = 2 ]"
 check "a flag of another command is refused" fails "$kvg" tokenize --model x --text a --chunk 3
 
-for f in "$model" "$q8"; do
-  if [ ! -f "$f" ]; then
-    if [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; then
-      echo "FAIL: $f not found (CI=true: a missing model fails)"
-      exit 1
-    fi
-    echo "skipped: $f not found (set KVG_TEST_DATA)"
-    exit 77
-  fi
-done
+need_files "$model" "$q8"
 
 check "info names the model" bash -c "'$kvg' info --model '$model' | grep -q 'fingerprint     270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d'"
 check "info --json is one object" bash -c "'$kvg' info --model '$q8' --json | grep -q '\"kv_heads\":4,\"head_dim\":16'"
@@ -71,8 +49,9 @@ check "tokenize --bench reports tokens/s" bash -c "'$kvg' tokenize --model '$gpt
 
 tokens=1,403,407,261,378,432,383,286,261,376,298,315,421,395,317,426,338,401,396,267,337
 h1=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/a.bin")
-h7=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/b.bin" --chunk 7 --threads 2 --isa scalar)
-check "logits hash equals across chunk, threads and isa" test "$h1" = "$h7"
+h7=$("$kvg" logits --model "$model" --tokens $tokens --out "$tmp/b.bin" --chunk 7 --threads 1 --isa scalar)
+h3=$("$kvg" logits -m "$model" --tokens $tokens --out "$tmp/c.bin" -t 3)
+check "logits hash equals across chunk, threads (default: the cores, 1, 3) and isa" bash -c '[ -n "$1" ] && [ "$1" = "$2" ] && [ "$1" = "$3" ]' _ "$h1" "$h7" "$h3"
 check "logits file is positions x vocab fp32" test "$(stat -c %s "$tmp/a.bin")" = $((21 * 512 * 4))
 check "logits prints the file's sha256" test "$h1" = "$(sha256sum "$tmp/a.bin" | cut -d' ' -f1)"
 
@@ -170,8 +149,8 @@ check "info reports the recipe asked for" bash -c "'$kvg' info --model '$model' 
 check "bench-store without a server fails as an environment error (3)" bash -c "
   '$kvg' bench-store --db 'host=$tmp/no-server connect_timeout=2' --sizes 1 2>'$tmp/e'; [ \$? = 3 ] && grep -q 'cannot connect' '$tmp/e'"
 check "bench-store refuses sizes a bytea cannot hold" bash -c "'$kvg' bench-store --sizes 1,1024 2>&1 | grep -q 'MiB counts in 1..1000'"
-check "bench --json is one object with both phases" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 --skip-memory --json |
-  python3 -c 'import json,sys; d = json.load(sys.stdin); assert d[\"prefill\"][\"tokens\"] == 16 and d[\"decode\"][\"tokens_per_s\"] > 0'"
+check "bench --json is one object with both phases" bash -c "'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 4 -r 2 --skip-memory --json |
+  python3 -c 'import json,sys; r = json.load(sys.stdin)[\"recipes\"][0]; assert r[\"prefill\"][\"tokens\"] == 16 and r[\"decode\"][\"tokens_per_s\"] > 0 and len(r[\"decode\"][\"seconds\"]) == 2'"
 check "bench-graft --json has a row per length and the store I/O" bash -c "'$kvg' bench-graft --model '$model' --lengths 8,16 --repeat 1 --json |
   python3 -c 'import json,sys; d = json.load(sys.stdin); assert [r[\"tokens\"] for r in d[\"rows\"]] == [8, 16] and d[\"all_exact\"] and d[\"store_io\"][\"file_read_mbps\"] > 0'"
 # Progress lines: on a terminal (script(1) gives a pseudo-terminal), none otherwise.
@@ -199,7 +178,7 @@ check "--max-kv-memory lets a context within it run" bash -c "
 if command -v script >/dev/null; then
   on_tty() { script -qefc "$1" /dev/null; }
   check "bench on a terminal shows a decode progress line" bash -c "
-    $(declare -f on_tty); on_tty \"'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 64 --skip-memory\" | grep -a -q 'bench: decode: [0-9]*/64 tokens'"
+    $(declare -f on_tty); on_tty \"'$kvg' bench --model '$model' --prompt-tokens 16 --gen-tokens 64 -r 2 --skip-memory\" | grep -a -q 'bench: run 2/2: decode: [0-9]*/64 tokens'"
   check "capture on a terminal shows prefill progress" bash -c "
     $(declare -f on_tty); on_tty \"'$kvg' capture --model '$model' --tokens $tokens --out '$tmp/p.kvga'\" | grep -a -q 'capture: prefill: 21/21 tokens (100%)'"
   check "synth on a terminal shows MB progress" bash -c "
@@ -209,5 +188,4 @@ if command -v script >/dev/null; then
 elif [ "${CI:-}" = true ]; then
   check "script(1) is installed (util-linux) for the terminal checks" false
 fi
-echo "cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish cli

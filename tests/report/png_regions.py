@@ -3,10 +3,13 @@
 
     png_regions.py SHOT.png X,Y,W,H ...            each region must be non-blank
     png_regions.py --blank SHOT.png X,Y,W,H ...    each region must be blank
+    png_regions.py --text SHOT.png X,Y,W,H ...     each region must hold text
 
 A region is non-blank when its luminance varies (standard deviation > 10)
 and it holds at least 300 coloured pixels (max - min channel > 80): the data,
-since frames, grid lines and text are grey. Exit 0 when every region passes.
+since frames, grid lines and text are grey. A region holds text when at
+least 1% of its pixels are dark (luminance < 100) and its luminance varies.
+Exit 0 when every region passes.
 """
 import struct
 import sys
@@ -66,12 +69,13 @@ def region_stats(rows, x, y, w, h):
             coloured += max(r, g, b) - min(r, g, b) > 80
     mean = sum(lum) / len(lum)
     std = (sum((v - mean) ** 2 for v in lum) / len(lum)) ** 0.5
-    return std, coloured
+    dark = sum(v < 100 for v in lum) / len(lum)
+    return std, coloured, dark
 
 
 def main(argv):
-    want_blank = argv[:1] == ["--blank"]
-    if want_blank:
+    mode = argv[0] if argv[:1] in (["--blank"], ["--text"]) else "--drawn"
+    if mode != "--drawn":
         argv = argv[1:]
     width, height, rows = decode_png(argv[0])
     ok = True
@@ -81,10 +85,13 @@ def main(argv):
             print(f"region {spec} lies outside the {width}x{height} screenshot")
             ok = False
             continue
-        std, coloured = region_stats(rows, x, y, w, h)
+        std, coloured, dark = region_stats(rows, x, y, w, h)
         drawn = std > 10 and coloured >= 300
-        print(f"region {spec}: luminance std {std:.1f}, {coloured} coloured pixels: {'drawn' if drawn else 'blank'}")
-        ok = ok and drawn != want_blank
+        text = std > 10 and dark >= 0.01
+        print(f"region {spec}: luminance std {std:.1f}, {coloured} coloured pixels, {100 * dark:.1f}% dark: "
+              f"{'drawn' if drawn else 'text' if text else 'blank'}")
+        passes = {"--drawn": drawn, "--blank": not drawn and not text, "--text": text}[mode]
+        ok = ok and passes
     return 0 if ok else 1
 
 

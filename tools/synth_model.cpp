@@ -1,7 +1,7 @@
 // Synthetic model generator: llama GGUF layout, counter-based random weights,
 // byte-level vocabulary. Weights are produced in chunks of rows, in parallel,
 // straight into the writer's stream.
-#include "engine/synth_model.hpp"
+#include "tools/synth_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <utility>
 
-#include "engine/gguf/gguf_writer.hpp"
 #include "kernels/cpu/float16.hpp"
+#include "tools/gguf_writer.hpp"
 
 namespace kvg {
 

@@ -1,7 +1,7 @@
 // GGUF writer. Metadata is encoded when added (it is small); tensor data is
 // pulled from producers while writing, so a multi-gigabyte model streams
 // through a fixed-size buffer.
-#include "engine/gguf/gguf_writer.hpp"
+#include "tools/gguf_writer.hpp"
 
 #include <bit>
 #include <cerrno>

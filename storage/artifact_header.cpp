@@ -1,10 +1,9 @@
 // Header encoding, parsing and the validation rules of docs/artifact-format.md.
-#include "storage/artifact_format.hpp"
+#include "storage/artifact_header.hpp"
 
 #include <cstring>
 
 #include "common/error.hpp"
-#include "storage/artifact_header_parser.hpp"
 #include "storage/little_endian.hpp"
 
 namespace kvg {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "engine/gguf/gguf_file.hpp"
-#include "engine/gguf/gguf_writer.hpp"
 #include "engine/progress.hpp"
+#include "tools/gguf_writer.hpp"
 
 namespace kvg {
 
