@@ -11,6 +11,7 @@
 #include "cli/args.hpp"
 #include "cli/eval_verifier.hpp"
 #include "common/error.hpp"
+#include "common/utf8.hpp"
 
 namespace kvg::cli {
 
@@ -69,23 +70,6 @@ class LineParser {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++i_;
   }
-  static void utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
-  }
   uint32_t hex4() {
     if (i_ + 4 > s_.size()) fail("a \\u escape needs four hex digits");
     uint32_t v = 0;
@@ -127,7 +111,7 @@ class LineParser {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             fail("an unpaired surrogate");
           }
-          utf8(out, cp);
+          append_utf8(cp, out);
           break;
         }
         default: fail(std::string("an unknown escape \\") + e);

@@ -13,28 +13,10 @@ story=$data/models/stories260K.gguf
 reader=$data/models/digit-rule-reader.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() {  # check NAME COMMAND...: passes when COMMAND exits 0
-  local name=$1
-  shift
-  if "$@" >"$tmp/out" 2>"$tmp/err"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL: $name"
-    sed 's/^/  | /' "$tmp/out" "$tmp/err" | head -20
-  fi
-}
-for m in "$story" "$reader"; do
-  if [ ! -f "$m" ]; then
-    echo "missing $m"
-    [ "${CI:-}" = true ] && exit 1
-    exit 77
-  fi
-done
+source "$(dirname "$0")/check_lib.sh"
+need_files "$story" "$reader"
 json() {  # json FILE PYTHON-EXPRESSION-ON-d: exit 0 when it is true
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$1" "$2"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval("(" + sys.argv[2] + ")") else 1)' "$1" "$2"
 }
 
 # A user's questions on a story model: stories as solutions, questions as
@@ -90,7 +72,7 @@ check "an unknown generator is an error naming the known ones" bash -c "
 check "a seed makes the same questions every time, another seed others" bash -c "
   '$kvg' eval --generator digit-rule --seed 5 --count 50 --dump '$tmp/a' &&
   '$kvg' eval --generator digit-rule --seed 5 --count 50 --dump '$tmp/b' && cmp -s '$tmp/a' '$tmp/b' &&
-  '$kvg' eval --generator digit-rule --seed 6 --count 50 --dump - | ! cmp -s - '$tmp/a'"
+  ! '$kvg' eval --generator digit-rule --seed 6 --count 50 --dump - | cmp -s - '$tmp/a'"
 check "evaluation sets mix seen and unseen families; training sets hold seen ones only, other questions" bash -c "
   '$kvg' eval --generator digit-rule --seed 1 --count 2000 --dump '$tmp/ev' &&
   '$kvg' eval --generator digit-rule --seed 2 --count 2000 --dump - >>'$tmp/ev' &&

@@ -233,7 +233,7 @@ class Data:
         return rows
 
 
-def tensors(rows, first_weight):
+def tensors(rows, first_weight, prompt_weight=0.0):
     T = max(len(p) + len(a) for p, a in rows) - 1
     ids = torch.full((len(rows), T), 2, dtype=torch.long)
     tgt = torch.zeros((len(rows), T), dtype=torch.long)
@@ -242,6 +242,10 @@ def tensors(rows, first_weight):
         seq = p + a
         ids[r, :len(seq) - 1] = torch.tensor(seq[:-1])
         tgt[r, :len(seq) - 1] = torch.tensor(seq[1:])
+        # The prompt's own tokens too (prompt_weight): predicting the question's
+        # digits from a solution in context is what teaches the model to
+        # notice when they are the same question's.
+        w[r, :len(p) - 1] = prompt_weight
         w[r, len(p) - 1:len(seq) - 1] = 1.0
         w[r, len(p) - 1] = first_weight
     return ids, tgt, w
@@ -314,6 +318,7 @@ def main():
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--ff", type=int, default=192)
     ap.add_argument("--init", help="start from this state (the .pt a run writes next to its GGUF): a second phase")
+    ap.add_argument("--prompt-weight", type=float, default=0.0, help="loss weight of the prompt's tokens")
     ap.add_argument("--near-share", type=float, default=0.5,
                     help="transfer contexts that differ from the question in one digit only")
     ap.add_argument("--mix", default="2,4,4,0",
@@ -365,7 +370,7 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         layout = rng.choice(layouts)
-        ids, tgt, w = tensors(data.batch(layout, args.batch), args.first_token_weight)
+        ids, tgt, w = tensors(data.batch(layout, args.batch), args.first_token_weight, args.prompt_weight)
         logits = model(ids)
         loss = (F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
                 * w.reshape(-1)).sum() / w.sum()
