@@ -1,9 +1,8 @@
 // The "digit-rule" family: a hidden rule per family, f(d) = (a*d + b) mod 10
 // with a in {1,3,7,9} and b in 0..9 (40 rules). A question names a family and
 // four distinct digits ("K27 4192?"); the answer is f of each digit ("A8536").
-// The worked solution states the rule and every step, then restates the
-// question with its answer ("a7b3|4*7=28+3=31>1|...|K27 4192?A1...", 75
-// characters), so it is long and the model that reads must decode it all when it solves a
+// The worked solution restates the question, states the rule and every step
+// ("K27 4192:a7b3|4*7=28+3=31>1|...|A1...", 75 characters), so it is long and the model that reads must decode it all when it solves a
 // question cold, while a verified solution of the same question in context
 // lets it answer in 6 tokens, and one of a related question (same family,
 // other digits) tells it the rule. Eight rules are never used in training:
@@ -72,8 +71,10 @@ EvalItem digit_rule_item(int rule, const std::array<int, 4>& digits) {
   item.kind = unseen(rule) ? "unseen" : "seen";
   item.question = item.family + " ";
   for (const int d : digits) item.question += char('0' + d);
+  // The solution restates its question, so a model can tell whether the
+  // solution in its context is of the question asked or of a related one.
+  item.solution = item.question + ":a" + std::to_string(a) + "b" + std::to_string(b);
   item.question += "?";
-  item.solution = "a" + std::to_string(a) + "b" + std::to_string(b);
   item.answer = "A";
   for (const int d : digits) {
     const int product = a * d, sum = product + b;
@@ -81,11 +82,7 @@ EvalItem digit_rule_item(int rule, const std::array<int, 4>& digits) {
                      std::to_string(b) + "=" + two_digits(sum) + ">" + char('0' + sum % 10);
     item.answer += char('0' + sum % 10);
   }
-  // It ends by restating its question and the answer, so a model that
-  // finds the question asked already in its context, followed by an
-  // answer, can copy that answer (and knows a related question's solution
-  // for what it is: another question).
-  item.solution += "|" + item.question + item.answer;
+  item.solution += "|" + item.answer;
   item.verifier = "contains";
   return item;
 }
