@@ -6,7 +6,7 @@
 #include "cli/artifact_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
-#include "cli/progress.hpp"
+#include "cli/progress_line.hpp"
 #include "common/error.hpp"
 
 namespace kvg::cli {

@@ -100,6 +100,11 @@ int run_generate(const Args& args, bool chat) {
     };
   }
   const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
+  // Counted as SQL counts them (docs/sql.md): the last prompt token is always
+  // computed again for its logits, so a prompt an artifact covers entirely is
+  // n - 1 grafted and 1 prefilled.
+  const int64_t grafted =
+      std::max<int64_t>(0, std::min(int64_t(prompt.size()) - int64_t(rest.size()), int64_t(prompt.size()) - 1));
   const GenerateResult result = generate(session, rest, options);
   if (json) {
     // A chat's answer is the assistant's text: the token that ended its turn is not part of it.
@@ -108,11 +113,12 @@ int run_generate(const Args& args, bool chat) {
     const std::string bytes = tok.decode(answer);
     if (chat) std::printf("{\"format\":\"%s\",", format.c_str());
     std::printf("%s\"prompt_tokens\":[%s],\"tokens\":[%s],\"text\":\"%s\",\"bytes_hex\":\"%s\",\"stopped_at_eos\":%s,"
-                "\"grafted_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,\"exact\":%s}\n",
+                "\"grafted_tokens\":%lld,\"prefilled_tokens\":%lld,\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f,"
+                "\"exact\":%s}\n",
                 chat ? "" : "{", join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
-                (long long)(int64_t(prompt.size()) - int64_t(rest.size())), result.prefill_seconds, result.decode_seconds,
-                positional ? "false" : "true");
+                (long long)grafted, (long long)(int64_t(prompt.size()) - grafted), result.prefill_seconds,
+                result.decode_seconds, positional ? "false" : "true");
   } else {
     std::printf("%s\n", text.finish().c_str());
   }

@@ -2,7 +2,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/progress.hpp"
+#include "cli/progress_line.hpp"
 #include "tools/synth_model.hpp"
 
 namespace kvg::cli {

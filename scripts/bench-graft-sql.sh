@@ -36,7 +36,7 @@ solution=$(for i in $(seq 1 "$words"); do printf 'w%d ' $((i % 97)); done)
 psql -X -q -d "$db" -v ON_ERROR_STOP=1 -v model="$served" -v solution="$solution" -o /dev/null <<SQL
 SET kvg.model = :'model';
 SET kvg.threads = $threads;
-SELECT kvg_learn('What is the bench question?', :'solution', 'w1');
+SELECT kvg_learn('What is the bench question?', 'contains', :'solution', 'w1');
 SQL
 
 # One backend: the cache is per backend. The first answer with the cache on
@@ -49,7 +49,7 @@ runs=$({
   for _ in $(seq 1 "$repeat"); do answer off; done
   echo "SET kvg.artifact_cache_memory = '1GB';"
   for _ in $(seq 0 "$repeat"); do answer on; done
-  echo "SELECT 'stats', kvg_artifact_cache_stats()::text, 0;"
+  echo "SELECT 'stats', (SELECT to_jsonb(c)::text FROM kvg.artifact_cache c), 0;"
 } | psql -X -At -q -d "$db" -v ON_ERROR_STOP=1)
 tokens=$(echo "$runs" | awk -F'|' '$1 == "off" { print $2; exit }')
 bytes=$(psql -X -At -d "$db" -c "SELECT sum(a.bytes) FROM kvg.artifacts a")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue #4's measurement on the private cluster: `kvg bench-store` (large
 # objects vs plain files by artifact size, graft from a large object vs
-# recompute; see cli/cmd_bench_store.cpp for what is timed and how).
+# recompute; see cli/bench/cmd_bench_store.cpp for what is timed and how).
 #
 #   scripts/bench-lo.sh
 #   KVG_BENCH_LO_SIZES=1,16 scripts/bench-lo.sh   # sizes in MiB, quicker

@@ -21,7 +21,7 @@ q() { psql -X -At -v ON_ERROR_STOP=1 -d $db -c "$1"; }
 q "CREATE EXTENSION kvg" >/dev/null
 q "ALTER DATABASE $db SET kvg.model = '$model'" >/dev/null
 q "ALTER DATABASE $db SET kvg.device = 'cpu'" >/dev/null
-q "SELECT kvg_learn('What color is the sky?', 'The sky is blue.', 'blue')" >/dev/null || exit 1
+q "SELECT kvg_learn('What color is the sky?', 'contains', 'The sky is blue.', 'blue')" >/dev/null || exit 1
 artifact=$(q "SELECT kvg_capture('Once upon a time')") || exit 1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -69,8 +69,8 @@ check() {
 }
 check "knowledge keys with more than one entry" "SELECT count(*) FROM (SELECT question_key FROM kvg.knowledge GROUP BY 1 HAVING count(*) > 1) d" 0
 check "artifact hashes with more than one row" "SELECT count(*) FROM (SELECT sha256 FROM kvg.artifacts GROUP BY 1 HAVING count(*) > 1) d" 0
-check "artifacts that do not verify" "SELECT count(*) FILTER (WHERE NOT kvg_artifact_verify(sha256)) FROM kvg.artifacts" 0
+check "artifacts that do not verify" "SELECT count(*) FILTER (WHERE NOT (kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts" 0
 check "orphans" "SELECT count(*) FROM kvg_orphans()" 0
-check "kvg_audit_verify()" "SELECT coalesce(kvg_audit_verify()::text, 'NULL')" NULL
+check "kvg_audit_verify()" "SELECT (kvg_audit_verify()).ok" t
 echo "rows: $(q "SELECT format('%s knowledge entries, %s artifacts, %s audit rows', (SELECT count(*) FROM kvg.knowledge), (SELECT count(*) FROM kvg.artifacts), (SELECT count(*) FROM kvg.audit))")"
 [ $problems = 0 ] && echo "load: every check passed" || { echo "load: FAILED"; exit 1; }

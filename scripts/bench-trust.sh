@@ -62,7 +62,7 @@ pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
 print(f"calls completed by other sessions while it was open: {len(lat)}; latency p50 {pick(0.5):.1f} ms, "
       f"p99 {pick(0.99):.1f} ms, max {lat[-1]:.1f} ms; the holder was still open at the end: {sys.argv[2] == '1'}")
 PY
-echo "audit chain after both: $(q -c "SELECT coalesce(kvg_audit_verify()::text, 'verifies')") ($(q -c "SELECT count(*) FROM kvg.audit") rows)"
+echo "audit chain after both: $(q -c "SELECT CASE WHEN ok THEN 'verifies' ELSE 'broken at seq ' || first_bad END FROM kvg_audit_verify()") ($(q -c "SELECT count(*) FROM kvg.audit") rows)"
 
 echo
 echo "== 3. import: recomputation vs none"

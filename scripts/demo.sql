@@ -96,7 +96,7 @@ SELECT (SELECT output FROM runs WHERE mode = 'cold') = (SELECT output FROM runs 
 \echo
 \echo == Answer: learn a verified fact once, then answer its question by graft (recurring), a related one by transfer
 SET kvg.knowledge_template = E'{solution}\n{question}';
-SELECT kvg_learn('Zoe wore her',
+SELECT kvg_learn('Zoe wore her', 'contains',
                  'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.',
                  'pink') AS knowledge_id;
 -- An answer is one line; one that ran out of tokens is cut to whole words.
@@ -114,7 +114,7 @@ SELECT * FROM kvg.stats;
 SELECT seq, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
        left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out, kv_proven
 FROM kvg.audit ORDER BY seq;
-SELECT kvg_audit_verify() IS NULL AS audit_chain_verifies, kvg_artifact_verify(:'artifact') AS artifact_verifies;
+SELECT (kvg_audit_verify()).ok AS audit_chain_verifies, (kvg_artifact_verify(:'artifact')).ok AS artifact_verifies;
 
 -- A manifest a third party can re-check without the engine or the database.
 \pset tuples_only on

@@ -82,7 +82,7 @@ BEGIN
     SELECT i.n, count(*), bool_or(s.verified), max(s.solve_tokens), sum(s.decode_ms)
     FROM kvg_solve(i.q, 'regex:(?i)\m' || i.answer || '\M', 16, 2) s;
     IF NOT (SELECT solved FROM solves WHERE n = i.n) THEN
-      PERFORM kvg_learn(i.q, i.story, i.answer, 'contains', (SELECT solve_tokens FROM solves WHERE n = i.n));
+      PERFORM kvg_learn(i.q, 'contains', i.story, i.answer, (SELECT solve_tokens FROM solves WHERE n = i.n));
     END IF;
   END LOOP;
 END
@@ -134,4 +134,4 @@ SELECT n, a.q AS question, a.answer AS expected,
 FROM runs r JOIN asked a USING (n) GROUP BY n, a.q, a.answer ORDER BY n;
 
 SELECT * FROM kvg.stats;
-SELECT kvg_audit_verify() AS audit_first_bad_row;
+SELECT * FROM kvg_audit_verify();

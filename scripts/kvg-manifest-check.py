@@ -6,8 +6,7 @@
 For every audit row in the manifest it recomputes
 
   * the row hash, from the row's fields, by the canonical encoding of
-    docs/audit-chain.md the row names (kvg-audit-v3; kvg-audit-v2 for rows
-    written by kvg 0.1.0);
+    docs/audit-chain.md the row names (kvg-audit-v3, the one encoding);
   * the chain link: rows follow each other in chain order (seq 1, 2, ...),
     each row's prev_hash is the previous row's row_hash (and 64 zeros for
     the chain's first row), and the head, when the manifest reaches it,
@@ -35,13 +34,13 @@ import re
 import sys
 
 ZERO_HASH = "0" * 64
-# The fields of each row encoding, in order (docs/audit-chain.md).
-V2_FIELDS = ["id", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256", "artifact_sha256",
-             "output_sha256", "logits_sha256", "tokens_in", "tokens_out", "tokens_grafted", "mode", "knowledge_id",
-             "verified", "output_text", "graft_us", "prefill_us", "decode_us", "prev_hash"]
+# The fields of each row encoding, in order (docs/audit-chain.md). A row
+# names its encoding, so that a later one can be added beside this one.
 ENCODINGS = {
-    "kvg-audit-v2": V2_FIELDS,
-    "kvg-audit-v3": ["id", "seq"] + V2_FIELDS[1:-1] + ["kv_proven", "output_bytes", "prev_hash"],
+    "kvg-audit-v3": ["id", "seq", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256",
+                     "artifact_sha256", "output_sha256", "logits_sha256", "tokens_in", "tokens_out",
+                     "tokens_grafted", "mode", "knowledge_id", "verified", "output_text", "graft_us",
+                     "prefill_us", "decode_us", "kv_proven", "output_bytes", "prev_hash"],
 }
 
 
@@ -102,20 +101,18 @@ def contains(candidate, reference):
 def check(manifest):
     """Problems found, as (id, message) pairs."""
     problems = []
-    # kvg-manifest-v1 (kvg 0.1.0) names one encoding for every row and has no seq.
-    legacy = manifest.get("format") == "kvg-manifest-v1"
     previous = None
     for position, entry in enumerate(manifest["entries"]):
         rid = entry.get("id")
-        encoding = manifest.get("row_encoding") if legacy else entry.get("row_encoding")
-        seq = rid if legacy else entry.get("seq")
+        encoding = entry.get("row_encoding")
+        seq = entry.get("seq")
         if encoding not in ENCODINGS:
             problems.append((rid, f"unknown row encoding {encoding!r}"))
         elif row_hash(entry, encoding) != entry.get("row_hash"):
             problems.append((rid, "row_hash does not match the row's fields"))
         if previous is not None and entry.get("prev_hash") != previous.get("row_hash"):
             problems.append((rid, "prev_hash is not the previous row's row_hash"))
-        if previous is not None and not legacy and seq != previous.get("seq") + 1:
+        if previous is not None and seq != previous.get("seq") + 1:
             problems.append((rid, "a row of the chain is missing before this one (seq)"))
         if previous is None and seq == 1 and entry.get("prev_hash") != ZERO_HASH:
             problems.append((rid, "the first audit row does not link to 64 zeros"))

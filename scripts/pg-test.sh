@@ -3,14 +3,15 @@
 # started here if needed, with the freshly built extension installed):
 #   1. pg_regress: sql/*.sql vs expected/*.out
 #   2. pgTAP:      tests/pgtap/*.sql with pg_prove, in a fresh database (and a
-#                  synthetic ChatML model for 08_chat.sql)
+#                  synthetic ChatML model for 08_chat.sql, and docs/sql.md for
+#                  14_reference.sql)
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where
 #      tests/pgtap/restore/verify.sql checks artifacts and audit chain.
-#   4. ALTER EXTENSION kvg UPDATE: a database in kvg 0.1.0's state
-#      (tests/pgtap/upgrade/seed.sql) is updated, checked by
-#      tests/pgtap/upgrade/verify.sql, and its mixed-encoding audit chain
-#      re-checked offline by scripts/kvg-manifest-check.py.
+#   4. upgrade equals fresh: tests/upgrade/upgrade_equals_fresh.sh compares
+#      the catalog after ALTER EXTENSION kvg UPDATE with a fresh install, for
+#      every upgrade script and for a throwaway change it writes itself (and
+#      proves that wrong upgrade scripts are caught).
 #   5. Progress NOTICEs of a long capture (kvg.progress_notices), which only
 #      a client sees.
 #   6. reliability: tests/pgtap/reliability/*.sql in a fresh database (output
@@ -81,6 +82,8 @@ echo "== pgTAP"
 "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" synth --out "$KVG_FIXTURES/chatml.gguf" --chat-template chatml --vocab 300 \
   --n-embd 32 --n-layer 1 --n-head 2 --n-ctx 512 >/dev/null && server_readable "$KVG_FIXTURES" ||
   echo "pgTAP: could not write the ChatML model (08_chat.sql will fail)"
+# tests/pgtap/14_reference.sql: the SQL reference, where the server reads it.
+stage_for_server "$repo/docs/sql.md" docs >/dev/null
 if fresh_db kvg_tap kvg pgtap dblink; then
   pg_prove --verbose -d kvg_tap tests/pgtap/*.sql >"$log/tap" 2>&1
   tap pgtap "$log/tap" $?
@@ -106,25 +109,9 @@ else
   count restore-setup 0 1 0
 fi
 
-echo "== ALTER EXTENSION kvg UPDATE from 0.1.0"
-manifest=$pg_run/kvg_upgrade_manifest.json
-if fresh_db kvg_upgrade &&
-  psql -X -q -v ON_ERROR_STOP=1 -o /dev/null -d kvg_upgrade -c "CREATE EXTENSION kvg VERSION '0.1.0'" \
-    -f tests/pgtap/upgrade/seed.sql -c "ALTER EXTENSION kvg UPDATE" -c "CREATE EXTENSION pgtap"; then
-  pg_prove --verbose -d kvg_upgrade tests/pgtap/upgrade/verify.sql >"$log/upgrade" 2>&1
-  tap upgrade "$log/upgrade" $?
-  # A committed 0.2.0 row after the 0.1.0 ones: the offline checker reads both encodings.
-  if psql -X -q -v ON_ERROR_STOP=1 -o /dev/null -d kvg_upgrade \
-      -c "SELECT public.kvg_import(pg_read_binary_file('$KVG_FIXTURES/dump.kvga'), verify => false)" &&
-    psql -X -At -d kvg_upgrade -c 'SELECT kvg_manifest()' >"$manifest" &&
-    python3 scripts/kvg-manifest-check.py "$manifest"; then
-    count upgrade-manifest 1 0 0
-  else
-    count upgrade-manifest 0 1 0
-  fi
-else
-  count upgrade-setup 0 1 0
-fi
+echo "== upgrade equals fresh (tests/upgrade/upgrade_equals_fresh.sh)"
+bash tests/upgrade/upgrade_equals_fresh.sh >"$log/upgrade" 2>&1
+tap upgrade "$log/upgrade" $?
 
 echo "== progress NOTICEs"
 progress() {  # progress INTERVAL: the NOTICEs of a capture of ~600 tokens (in chunks of 128)

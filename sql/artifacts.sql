@@ -30,7 +30,7 @@ SELECT kvg_export(encode(sha256(:'root'), 'hex')) = :'root'::bytea AS root_round
 SELECT kvg_export(encode(sha256(:'large'), 'hex')) = :'large'::bytea AS large_round_trip;
 
 SELECT sha256 = encode(sha256(kvg_export(sha256)), 'hex') AS exported_hash_matches,
-       kvg_artifact_verify(sha256) AS verifies
+       (kvg_artifact_verify(sha256)).ok AS verifies
 FROM artifacts ORDER BY bytes;
 
 -- A continuation needs its parent already stored.
@@ -40,14 +40,14 @@ SELECT kvg_import(:'orphan', verify => false);
 -- Damage a stored object behind kvg's back: verify says false (and why),
 -- export refuses to hand out the bytes.
 SELECT lo_put(loid, 300, '\xff') FROM artifacts WHERE sha256 = encode(sha256(:'child'), 'hex');
-SELECT kvg_artifact_verify(encode(sha256(:'child'), 'hex')) AS child_verifies;
+SELECT ok AS child_verifies, reason FROM kvg_artifact_verify(encode(sha256(:'child'), 'hex'));
 \set VERBOSITY sqlstate
 SELECT kvg_export(encode(sha256(:'child'), 'hex'));
 \set VERBOSITY default
 
 -- Import and verify in one statement: the read sees the statement's own write.
 DELETE FROM artifacts WHERE sha256 = encode(sha256(:'child'), 'hex');
-SELECT kvg_artifact_verify(kvg_import(:'child', verify => false)) AS child_verifies_again;
+SELECT (kvg_artifact_verify(kvg_import(:'child', verify => false))).ok AS child_verifies_again;
 
 -- Deleting a row removes its large object; a parent cannot go first.
 \set VERBOSITY sqlstate
@@ -60,4 +60,4 @@ WHERE NOT EXISTS (SELECT FROM artifacts a WHERE a.loid = m.oid);
 -- Every import is in the audit trail, and the chain verifies.
 SELECT operation, role = current_user AS by_me, artifact_sha256 IS NOT NULL AS has_artifact
 FROM audit ORDER BY id;
-SELECT kvg_audit_verify() AS first_bad_row;
+SELECT * FROM kvg_audit_verify();

@@ -56,7 +56,7 @@ SELECT count(kvg_import(pg_read_binary_file(:'fixtures' || '/large.kvga'), verif
 \set SHOW_CONTEXT errors
 RESET statement_timeout;
 SELECT count(*) - :stored_before AS stored FROM artifacts;
-SELECT kvg_audit_verify() AS first_bad_row;
+SELECT * FROM kvg_audit_verify();
 
 -- kvg.model naming something that is not a model: a wrong setting (22023),
 -- saying which file and what it is not.

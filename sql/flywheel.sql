@@ -23,21 +23,21 @@ SELECT normalize_question(E'  What COLOUR was\tLily''s ball?! ') AS normal_form,
 
 -- Learning checks the entry with its verifier (by default: the solution
 -- contains the answer), then stores it with the artifact of its prompt.
-SELECT kvg_learn('What colour was Lily''s ball?',
+SELECT kvg_learn('What colour was Lily''s ball?', 'contains',
                  'Lily had a red ball. She played with her red ball in the park every day.', 'red') AS lily \gset
 SELECT question, answer, verifier, evidence, solve_tokens, verified_by = current_user AS by_me,
        a.n_tokens AS question_link_tokens, p.n_tokens AS solution_link_tokens, p.parent_sha256 IS NULL AS root
 FROM knowledge k JOIN artifacts a ON a.sha256 = k.artifact_sha256 JOIN artifacts p ON p.sha256 = a.parent_sha256
 WHERE k.id = :lily;
-SELECT kvg_artifact_verify(artifact_sha256) AS artifact_verifies FROM knowledge WHERE id = :lily;
+SELECT (kvg_artifact_verify(artifact_sha256)).ok AS artifact_verifies FROM knowledge WHERE id = :lily;
 -- Learning it again is idempotent: the same id, nothing new stored.
 SELECT pg_temp.stored() AS before \gset
-SELECT kvg_learn('what colour was Lily''s ball', 'Lily had a red ball. She played with her red ball in the park every day.',
+SELECT kvg_learn('what colour was Lily''s ball', 'contains', 'Lily had a red ball. She played with her red ball in the park every day.',
                  'red') = :lily AS same_id;
 SELECT regexp_replace(pg_temp.stored(), ', \d+ audit rows', '') = regexp_replace(:'before', ', \d+ audit rows', '')
        AS nothing_new_stored;
 -- The same question with something else: 23505.
-SELECT kvg_learn('What colour was Lily''s ball?', 'Lily had a blue ball.', 'blue');
+SELECT kvg_learn('What colour was Lily''s ball?', 'contains', 'Lily had a blue ball.', 'blue');
 \echo :LAST_ERROR_SQLSTATE
 
 -- Other verifiers: an exact answer, a regular expression, a SQL function.
@@ -45,50 +45,50 @@ CREATE SCHEMA regress_verifiers;
 CREATE FUNCTION regress_verifiers.is_a_place(question text, answer text) RETURNS boolean
   LANGUAGE sql AS $$ SELECT answer IN ('park', 'beach', 'lake', 'garden') $$;
 SET search_path = kvg, public, regress_verifiers;
-SELECT kvg_learn('Where did Ben find a shell?', 'Ben went to the beach with his mom. At the beach, Ben found a shell.',
-                 'beach', 'exact:Beach!', 120) IS NOT NULL AS exact_ok,
-       kvg_learn('What colour was Tom''s kite?', 'Tom had a blue kite. Tom flew his blue kite in the wind.',
-                 'blue', 'regex:^(blue|red|green)$') IS NOT NULL AS regex_ok,
-       kvg_learn('Where did Lucy swim?', 'Lucy lived by the lake. Lucy liked to swim in the lake.',
-                 'lake', 'is_a_place') IS NOT NULL AS function_ok;
+SELECT kvg_learn('Where did Ben find a shell?', 'exact:Beach!',
+                 'Ben went to the beach with his mom. At the beach, Ben found a shell.', 'beach', 120) IS NOT NULL AS exact_ok,
+       kvg_learn('What colour was Tom''s kite?', 'regex:^(blue|red|green)$',
+                 'Tom had a blue kite. Tom flew his blue kite in the wind.', 'blue') IS NOT NULL AS regex_ok,
+       kvg_learn('Where did Lucy swim?', 'is_a_place',
+                 'Lucy lived by the lake. Lucy liked to swim in the lake.', 'lake') IS NOT NULL AS function_ok;
 SELECT question, verifier, evidence, solve_tokens FROM knowledge WHERE id <> :lily ORDER BY id;
 
 -- A refused deposit stores nothing: 22V04 for every kind of verifier.
 SELECT pg_temp.stored() AS before \gset
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat named Max.', 'Tom');
+SELECT kvg_learn('Who had a cat?', 'contains', 'Sue had a cat named Max.', 'Tom');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat named Max.', 'Sue', 'exact:Tom');
+SELECT kvg_learn('Who had a cat?', 'exact:Tom', 'Sue had a cat named Max.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat named Max.', 'Sue', 'regex:^T');
+SELECT kvg_learn('Who had a cat?', 'regex:^T', 'Sue had a cat named Max.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat named Max.', 'Sue', 'is_a_place');
+SELECT kvg_learn('Who had a cat?', 'is_a_place', 'Sue had a cat named Max.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
 -- "contains" matches whole words: "red" is not in "Fred".
-SELECT kvg_learn('Who had a cat?', 'Fred had a cat.', 'red');
+SELECT kvg_learn('Who had a cat?', 'contains', 'Fred had a cat.', 'red');
 \echo :LAST_ERROR_SQLSTATE
 SELECT pg_temp.stored() = :'before' AS nothing_stored;
 
 -- Bad input is refused before anything runs.
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'sometimes');
+SELECT kvg_learn('Who had a cat?', 'sometimes', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'no such verifier!');
+SELECT kvg_learn('Who had a cat?', 'no such verifier!', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'pg_catalog.textcat');
+SELECT kvg_learn('Who had a cat?', 'pg_catalog.textcat', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
 CREATE FUNCTION pg_temp.yes(question text, answer text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'pg_temp.yes');
+SELECT kvg_learn('Who had a cat?', 'pg_temp.yes', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'regex:(');
+SELECT kvg_learn('Who had a cat?', 'regex:(', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'exact: ?! ');
+SELECT kvg_learn('Who had a cat?', 'exact: ?! ', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn(' ?! ', 'Sue had a cat.', 'Sue');
+SELECT kvg_learn(' ?! ', 'contains', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', '   ', 'Sue');
+SELECT kvg_learn('Who had a cat?', 'contains', '   ', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn(NULL, 'Sue had a cat.', 'Sue');
+SELECT kvg_learn(NULL, 'contains', 'Sue had a cat.', 'Sue');
 \echo :LAST_ERROR_SQLSTATE
-SELECT kvg_learn('Who had a cat?', 'Sue had a cat.', 'Sue', 'contains', -1);
+SELECT kvg_learn('Who had a cat?', 'contains', 'Sue had a cat.', 'Sue', -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT kvg_answer('Who had a cat?', 0);
 \echo :LAST_ERROR_SQLSTATE
@@ -117,10 +117,10 @@ SELECT mode, tokens_decoded FROM kvg_answer_detail('What colour was Lily''s ball
 -- A template the tiny model can continue: the solution, then a sentence to
 -- complete. Then a recurring answer can be right, and verified says so.
 SET kvg.knowledge_template = E'{solution}\n{question}';
-SELECT kvg_learn('Zoe wore her',
+SELECT kvg_learn('Zoe wore her', 'contains',
                  'Once upon a time, there was a girl named Zoe. Zoe had a pink dress. Zoe wore her pink dress to the party.',
                  'pink') AS zoe \gset
-SELECT kvg_learn('Tom had a',
+SELECT kvg_learn('Tom had a', 'contains',
                  'Once upon a time, there was a little boy named Tom. Tom had a blue kite. Tom loved his blue kite. '
                  'Every day, Tom flew his blue kite.', 'blue') AS tom \gset
 SELECT answer, mode, verified, tokens_grafted, tokens_prefilled, tokens_decoded
@@ -199,9 +199,10 @@ SELECT count(kvg_answer('What colour was Lily''s ball?', 256)) FROM generate_ser
 \set SHOW_CONTEXT errors
 RESET statement_timeout;
 
--- Accounting: answers by mode, and what grafting saved. (Times vary; tokens do not.)
-SELECT mode, answers, verified, tokens_grafted, tokens_prefilled, tokens_decoded, recompute_tokens_saved,
-       solve_tokens_saved, ms_per_answer > 0 AS timed
+-- Accounting: answers by mode, and what grafting cost and avoided. (Times vary;
+-- tokens do not. No figure is negative.)
+SELECT mode, answers, verified, tokens_grafted, tokens_prefilled, tokens_decoded, solve_tokens_saved,
+       ms_per_answer > 0 AS timed, graft_ms >= 0 AND recompute_ms >= 0 AS times_not_negative
 FROM stats;
 
 -- Every call wrote its audit row, and the chain verifies.
@@ -211,7 +212,7 @@ FROM audit WHERE id > :audit_start GROUP BY operation, mode ORDER BY operation, 
 SELECT count(*) AS output_hashes_wrong FROM audit
 WHERE id > :audit_start AND output_sha256 IS DISTINCT FROM encode(sha256(convert_to(output_text, 'UTF8')), 'hex')
   AND output_text IS NOT NULL;
-SELECT kvg_audit_verify() AS first_bad_row;
+SELECT * FROM kvg_audit_verify();
 
 -- Manifests: scripts/kvg-manifest-check.py re-hashes every row and output
 -- without the database, re-scores the answers against an answer key, and

@@ -7,7 +7,9 @@ FROM pg_settings WHERE name LIKE 'kvg.%' ORDER BY name;
 
 SET kvg.threads = 4;
 SHOW kvg.threads;
+-- 0 (the default) is kvg.max_threads.
 SET kvg.threads = 0;
+SET kvg.threads = -1;
 SET kvg.threads = 1025;
 SET kvg.device = 'cpu';
 SHOW kvg.device;

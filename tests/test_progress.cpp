@@ -1,11 +1,11 @@
-// cli/progress.cpp: the progress line is throttled, says done/total, rate
+// cli/progress_line.cpp: the progress line is throttled, says done/total, rate
 // and time left, and stays silent when disabled (stderr not a terminal).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 
-#include "cli/progress.hpp"
+#include "cli/progress_line.hpp"
 #include "engine/session.hpp"
 #include "tests/data_paths.hpp"
 #include "tests/synth_fixture.hpp"

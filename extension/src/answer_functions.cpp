@@ -36,10 +36,13 @@ ResultValue optional_text(const std::optional<std::string>& s) {
 // hot standby audit_id is the row's id on the primary, and NULL only when
 // kvg.allow_unaudited let an answer go without one.
 // decode_ms is everything after the graft: the prefill of what was not
-// grafted and the decoding.
+// grafted and the decoding. A NULL or blank question, or a NULL max_tokens,
+// gives no row (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_answer_detail) {
-  require_arg(fcinfo, 0, "question");
-  require_arg(fcinfo, 1, "max_tokens");
+  if (arg_is_blank(fcinfo, 0) || arg_is_null(fcinfo, 1)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   const int32 max_tokens = PG_GETARG_INT32(1);
   check_max_tokens(max_tokens);
 

@@ -44,10 +44,11 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 // and — with verify — recomputes its KV with the loaded model from its tokens
 // alone and refuses it unless the bytes are equal (docs/security.md). Stores
 // it once with its provenance and records the import in the audit trail.
+// STRICT; no bytes at all give NULL (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_import) {
-  // Called through 0.1.0's one-argument declaration before ALTER EXTENSION kvg UPDATE: verify.
+  if (arg_bytes(fcinfo, 0) == 0) PG_RETURN_NULL();
   refuse_on_standby("kvg_import", "it stores an artifact");
-  const bool verify = PG_NARGS() < 2 || PG_GETARG_BOOL(1);
+  const bool verify = PG_GETARG_BOOL(1);
   const uint64_t size = arg_bytes(fcinfo, 0);
   if (size > settings::max_import_bytes())
     throw Error(ErrorCode::OutOfRange, "an artifact of " + std::to_string(size) + " bytes exceeds kvg.max_import_bytes (" +
@@ -98,10 +99,12 @@ KVG_SQL_FUNCTION(kvg_import) {
   return text_result(to_hex(id));
 }
 
-// kvg_export(sha256 text) returns bytea: the stored bytes, hash-checked on
+// kvg_export(artifact text) returns bytea: the stored bytes, hash-checked on
 // the way out (an object that no longer matches its identity is an error).
+// STRICT; a blank artifact gives NULL (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_export) {
-  const Digest id = digest_arg(fcinfo, 0, "sha256");
+  if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
+  const Digest id = digest_arg(fcinfo, 0, "artifact");
   Spi spi;
   LoStore store(spi);
   const StoredArtifact row = store.require(id);
@@ -117,12 +120,16 @@ KVG_SQL_FUNCTION(kvg_export) {
   return result;
 }
 
-// kvg_artifact_verify(sha256 text) returns bool: re-reads the large object,
-// re-hashes it, re-validates header and trailer and compares the catalog row.
-// false (with a NOTICE saying why) for damaged content; an unknown hash is an
-// error, not false. Intact but untrusted content is true with a NOTICE.
+// kvg_artifact_verify(artifact text, OUT ok, OUT first_bad, OUT reason), the
+// shape of every verify function (docs/sql.md): re-reads the large
+// object, re-hashes it, re-validates header and trailer and compares the
+// catalog row. ok false, first_bad the artifact and reason why for damaged
+// content; an unknown hash is an error, not false. Intact but untrusted
+// content is ok, with the reason that it is not trusted. STRICT; a blank
+// artifact gives NULL.
 KVG_SQL_FUNCTION(kvg_artifact_verify) {
-  const Digest id = digest_arg(fcinfo, 0, "sha256");
+  if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
+  const Digest id = digest_arg(fcinfo, 0, "artifact");
   Spi spi;
   LoStore store(spi);
   const StoredArtifact row = store.require(id);
@@ -140,13 +147,15 @@ KVG_SQL_FUNCTION(kvg_artifact_verify) {
     if (e.code() != ErrorCode::Corrupt && e.code() != ErrorCode::Unsupported) throw;
     problem = e.what();
   }
-  if (problem.empty()) {
+  std::optional<std::string> reason;
+  if (!problem.empty()) {
+    reason = problem;
+  } else if (!trusted(row.provenance)) {
     // Intact bytes say nothing of who computed them (docs/security.md).
-    if (!trusted(row.provenance))
-      notice("artifact " + to_hex(id) + " is intact, but its provenance is " + provenance_name(row.provenance) +
-             ": its KV is not known to be what this engine computes for its tokens");
-    PG_RETURN_BOOL(true);
+    reason = "artifact " + to_hex(id) + " is intact, but its provenance is " + provenance_name(row.provenance) +
+             ": its KV is not known to be what this engine computes for its tokens";
   }
-  notice(problem);
-  PG_RETURN_BOOL(false);
+  const bool ok = problem.empty();
+  return composite_result(fcinfo, {BoolGetDatum(ok), ok ? std::nullopt : ResultValue(text_result(to_hex(id))),
+                                   reason ? ResultValue(text_result(*reason)) : std::nullopt});
 }

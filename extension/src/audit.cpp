@@ -6,6 +6,7 @@
 #include "engine/output_text.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/spi.hpp"
+#include "extension/src/sql_values.hpp"
 #include "storage/sha256.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/postgres.hpp"
@@ -109,12 +110,22 @@ KVG_SQL_FUNCTION(kvg_audit_link) {
   return PointerGetDatum(nullptr);
 }
 
-// kvg_audit_verify() returns bigint: kvg.audit_first_bad() over every row,
-// with the owner's rights, whatever rows the caller may read.
+// kvg_audit_verify(OUT ok, OUT first_bad, OUT reason), the shape of every
+// verify function (docs/sql.md): kvg.audit_first_bad() over every row, with
+// the owner's rights, whatever rows the caller may read; first_bad is the
+// seq of that row (the head's, when the rows after it are gone).
 KVG_SQL_FUNCTION(kvg_audit_verify) {
   Spi spi;
   OwnerRights owner;
-  const auto rows = spi.run("SELECT kvg.audit_first_bad()");
-  if (!rows.at(0).at(0)) PG_RETURN_NULL();
-  PG_RETURN_INT64(std::stoll(*rows[0][0]));
+  const auto rows = spi.run(
+      "WITH b AS (SELECT kvg.audit_first_bad() AS id) "
+      "SELECT coalesce((SELECT a.seq FROM kvg.audit a WHERE a.id = b.id), "
+      "                (SELECT h.last_seq FROM kvg.audit_head h WHERE h.last_id = b.id))::text "
+      "FROM b WHERE b.id IS NOT NULL");
+  if (rows.empty()) return composite_result(fcinfo, {BoolGetDatum(true), std::nullopt, std::nullopt});
+  const std::optional<std::string>& seq = rows.at(0).at(0);
+  return composite_result(
+      fcinfo, {BoolGetDatum(false), seq ? ResultValue(Int64GetDatum(std::stoll(*seq))) : std::nullopt,
+               text_result("the audit chain does not verify from this row on: its hash, its link to the previous "
+                           "row, its position or the head disagree (docs/audit-chain.md)")});
 }

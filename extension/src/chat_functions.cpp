@@ -25,12 +25,20 @@ using namespace kvg::pg;
 
 namespace {
 
+// No conversation to answer: messages NULL or an empty array, or format NULL
+// or blank. kvg_chat then returns NULL, kvg_chat_prompt no row (docs/sql.md).
+bool no_conversation(FunctionCallInfo fcinfo, int format_arg) {
+  if (arg_is_null(fcinfo, 0) || arg_is_blank(fcinfo, format_arg)) return true;
+  // Only the empty array is no messages; anything else is parsed (and refused
+  // when it is not a list of messages). An empty array's jsonb is a few bytes.
+  if (arg_bytes(fcinfo, 0) > 64) return false;
+  return jsonb_text_arg(fcinfo, 0) == "[]";
+}
+
 // The conversation of argument 0 (jsonb) laid out for the model in the
 // format of argument `format_arg`, bounded before it is read: the text the
 // context can hold, plus the JSON around each message.
 ChatPrompt chat_prompt_args(FunctionCallInfo fcinfo, int format_arg, const Model& model) {
-  require_arg(fcinfo, 0, "messages");
-  require_arg(fcinfo, format_arg, "format");
   const size_t bytes = arg_bytes(fcinfo, 0);
   if (bytes > max_prompt_bytes(model) + 64 * kMaxChatMessages) check_prompt_bytes(model, bytes, "messages");
   const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
@@ -44,6 +52,10 @@ ChatPrompt chat_prompt_args(FunctionCallInfo fcinfo, int format_arg, const Model
 // table(format, prompt, tokens int[]): what kvg_chat would ask the model.
 // Informational (tokenizing only): no audit row.
 KVG_SQL_FUNCTION(kvg_chat_prompt) {
+  if (no_conversation(fcinfo, 1)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   const auto model = current_model();
   const ChatPrompt prompt = chat_prompt_args(fcinfo, 1, *model);
   // Built before calling into PostgreSQL: an error there must not skip a destructor.
@@ -56,12 +68,12 @@ KVG_SQL_FUNCTION(kvg_chat_prompt) {
   return Datum(0);
 }
 
-// kvg_chat(messages jsonb, max_tokens int default 64, format text default
+// kvg_chat(messages jsonb, max_tokens int default 32, format text default
 // 'auto', seed bigint default null, temperature float8 default 0) returns
-// text: the assistant's answer, without the token that ended its turn.
+// text: the assistant's answer, without the token that ended its turn. NULL
+// for no conversation, or a NULL max_tokens or temperature.
 KVG_SQL_FUNCTION(kvg_chat) {
-  require_arg(fcinfo, 1, "max_tokens");
-  require_arg(fcinfo, 4, "temperature");
+  if (no_conversation(fcinfo, 2) || arg_is_null(fcinfo, 1) || arg_is_null(fcinfo, 4)) PG_RETURN_NULL();
   const int32 max_tokens = PG_GETARG_INT32(1);
   check_max_tokens(max_tokens);
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));

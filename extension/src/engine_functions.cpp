@@ -40,8 +40,10 @@ ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, co
   return {prompt_after_chain(*call.model, chain, text, kCheckInterrupts), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
-void refuse_empty(const std::string& text, const char* name) {
-  if (text.empty()) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be empty");
+// An optional artifact argument: NULL or blank is none.
+std::optional<Digest> optional_artifact_arg(FunctionCallInfo fcinfo, int n) {
+  if (arg_is_blank(fcinfo, n)) return std::nullopt;
+  return digest_arg(fcinfo, n, "artifact");
 }
 
 // Said whenever a call grafts a chain it asked for by name that is not known
@@ -57,16 +59,15 @@ void warn_unproven(const Grafted& grafted) {
 
 }  // namespace
 
-// kvg_capture(prefix text, parent text default null) returns text: the KV of
-// `prefix` (continuing `parent`'s chain when given) stored as an artifact.
+// kvg_capture(prefix text, artifact text default null) returns text: the KV
+// of `prefix` (continuing the artifact's chain when given) stored as an
+// artifact. NULL for a NULL or blank prefix (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_capture) {
+  if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
   refuse_on_standby("kvg_capture", "it stores an artifact");
-  require_arg(fcinfo, 0, "prefix");
   EngineCall call;
   const std::string prefix = prompt_text_arg(fcinfo, 0, *call.model, "prefix");
-  refuse_empty(prefix, "prefix");
-  const std::optional<Digest> parent =
-      arg_is_null(fcinfo, 1) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 1, "parent"));
+  const std::optional<Digest> parent = optional_artifact_arg(fcinfo, 1);
   Session session(call.model, call.options);
   std::vector<int32_t> prompt;
   Grafted grafted;
@@ -80,7 +81,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
   }
   const int64_t from = session.n_past();
   if (int64_t(prompt.size()) <= from)
-    throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the parent");
+    throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the artifact");
   const auto began = std::chrono::steady_clock::now();
   session.prefill(std::span<const int32_t>(prompt).subspan(size_t(from)), kPrefillChunk, LogitsFor::None, nullptr,
                   kCheckInterrupts, progress_notices("capture: prefilled"));
@@ -100,23 +101,23 @@ KVG_SQL_FUNCTION(kvg_capture) {
   return text_result(to_hex(stored));
 }
 
-// kvg_generate(prompt text, max_tokens int default 64, artifact text default
+// kvg_generate(prompt text, max_tokens int default 32, artifact text default
 // null, seed bigint default null, temperature float8 default 0) returns text.
 // With an artifact, `prompt` is the text that follows the artifact's. With
 // kvg.prefix_reuse on, the longest stored chain that begins the prompt (and
 // continues the artifact, when given) is grafted: the output is the same.
 // The text is always valid: bytes that are not UTF-8 become U+FFFD, and
 // kvg_generate_bytes (same arguments) returns the raw bytes; the audit row
-// keeps them either way (docs/output-bytes.md).
+// keeps them either way (docs/output-bytes.md). NULL for a NULL prompt,
+// max_tokens or temperature, and for a blank prompt without an artifact
+// (after an artifact an empty prompt continues it): docs/sql.md.
 namespace {
 
-std::string generate_raw(FunctionCallInfo fcinfo) {
-  require_arg(fcinfo, 0, "prompt");
-  require_arg(fcinfo, 1, "max_tokens");
-  require_arg(fcinfo, 4, "temperature");
+std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
+  if (arg_is_null(fcinfo, 0) || arg_is_null(fcinfo, 1) || arg_is_null(fcinfo, 4)) return std::nullopt;
+  const std::optional<Digest> artifact = optional_artifact_arg(fcinfo, 2);
+  if (!artifact && arg_is_blank(fcinfo, 0)) return std::nullopt;
   const int32 max_tokens = PG_GETARG_INT32(1);
-  const std::optional<Digest> artifact =
-      arg_is_null(fcinfo, 2) ? std::nullopt : std::optional<Digest>(digest_arg(fcinfo, 2, "artifact"));
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
   check_max_tokens(max_tokens);
@@ -124,8 +125,6 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
 
   EngineCall call;
   const std::string text = prompt_text_arg(fcinfo, 0, *call.model, "prompt");
-  // After an artifact an empty text continues it; alone there is nothing to continue.
-  if (!artifact) refuse_empty(text, "prompt");
   Session session(call.model, call.options);
   const ChainPrompt prompt =
       artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text, kCheckInterrupts), {}};
@@ -153,23 +152,33 @@ std::string generate_raw(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-KVG_SQL_FUNCTION(kvg_generate) { return text_result(output_text(generate_raw(fcinfo))); }
+KVG_SQL_FUNCTION(kvg_generate) {
+  const std::optional<std::string> raw = generate_raw(fcinfo);
+  if (!raw) PG_RETURN_NULL();
+  return text_result(output_text(*raw));
+}
 
 // kvg_generate_bytes(...) returns bytea: kvg_generate's output as the model
 // produced it, byte for byte (its SHA-256 is the audit row's output_sha256).
 KVG_SQL_FUNCTION(kvg_generate_bytes) {
-  const std::string raw = generate_raw(fcinfo);
+  const std::optional<std::string> raw = generate_raw(fcinfo);
+  if (!raw) PG_RETURN_NULL();
   uint8_t* data = nullptr;
-  const Datum d = bytea_result(raw.size(), &data);
-  std::copy(raw.begin(), raw.end(), data);
+  const Datum d = bytea_result(raw->size(), &data);
+  std::copy(raw->begin(), raw->end(), data);
   return d;
 }
 
 // kvg_graft_check(artifact text, continuation text, samples int default 1)
 // returns table(graft_logits_sha256, recompute_logits_sha256, kl_max,
 // argmax_agreement, exact): the artifact grafted and the continuation
-// evaluated, against one monolithic prefill of the whole prompt.
+// evaluated, against one monolithic prefill of the whole prompt. STRICT; a
+// blank artifact or continuation gives no row (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_graft_check) {
+  if (arg_is_blank(fcinfo, 0) || arg_is_blank(fcinfo, 1)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   const Digest artifact = digest_arg(fcinfo, 0, "artifact");
   const int32 samples = PG_GETARG_INT32(2);
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");

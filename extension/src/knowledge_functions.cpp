@@ -37,39 +37,39 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
-// kvg_learn(question text, solution text, answer text, verifier text default
-// 'contains', solve_tokens bigint default null) returns bigint.
+// kvg_learn(question text, verifier text, solution text, answer text,
+// solve_tokens bigint default null) returns bigint. NULL when the question,
+// verifier, solution or answer is NULL or blank (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_learn) {
+  for (int n = 0; n < 4; ++n)
+    if (arg_is_blank(fcinfo, n)) PG_RETURN_NULL();
   refuse_on_standby("kvg_learn", "it adds an entry to the library and stores its artifact");
-  require_arg(fcinfo, 0, "question");
-  require_arg(fcinfo, 1, "solution");
-  require_arg(fcinfo, 2, "answer");
-  require_arg(fcinfo, 3, "verifier");
   EngineCall call;
   // Each part ends up in one prompt: none may be longer than the context holds.
   Deposit entry;
   entry.question = prompt_text_arg(fcinfo, 0, *call.model, "question");
-  entry.solution = prompt_text_arg(fcinfo, 1, *call.model, "solution");
-  entry.answer = prompt_text_arg(fcinfo, 2, *call.model, "answer");
+  entry.solution = prompt_text_arg(fcinfo, 2, *call.model, "solution");
+  entry.answer = prompt_text_arg(fcinfo, 3, *call.model, "answer");
   if (!arg_is_null(fcinfo, 4)) entry.solve_tokens = PG_GETARG_INT64(4);
-  entry.verifier = parse_verifier(call.spi, prompt_text_arg(fcinfo, 3, *call.model, "verifier"));
+  entry.verifier = parse_verifier(call.spi, prompt_text_arg(fcinfo, 1, *call.model, "verifier"));
   KnowledgeLibrary library(call.spi);
   PG_RETURN_INT64(deposit(call, library, entry));
 }
 
-// kvg_solve(question text, verifier text, max_tokens int default 64, attempts
+// kvg_solve(question text, verifier text, max_tokens int default 32, attempts
 // int default 3) returns table(attempt, answer, verified, tokens_decoded,
 // solve_tokens, decode_ms, knowledge_id, audit_id): the cold prompt is
 // computed once; each attempt decodes up to max_tokens tokens after it
 // (greedy first, then sampled), its first line is the answer, the whole
 // output the solution. solve_tokens counts the prompt once plus every token
-// decoded so far: what the first verified attempt cost.
+// decoded so far: what the first verified attempt cost. No row for a NULL or
+// blank question or verifier, or a NULL max_tokens or attempts (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_solve) {
+  if (arg_is_blank(fcinfo, 0) || arg_is_blank(fcinfo, 1) || arg_is_null(fcinfo, 2) || arg_is_null(fcinfo, 3)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   refuse_on_standby("kvg_solve", "it adds what it solves to the library");
-  require_arg(fcinfo, 0, "question");
-  require_arg(fcinfo, 1, "verifier");
-  require_arg(fcinfo, 2, "max_tokens");
-  require_arg(fcinfo, 3, "attempts");
   const int32 max_tokens = PG_GETARG_INT32(2);
   const int32 attempts = PG_GETARG_INT32(3);
   check_max_tokens(max_tokens);

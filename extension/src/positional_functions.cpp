@@ -59,32 +59,39 @@ std::vector<Digest> block_list_arg(FunctionCallInfo fcinfo, int n) {
     }
   });
   if (dims < 0)
-    throw Error(ErrorCode::OutOfRange, "blocks names " + std::to_string(-dims) + " artifacts, more than " +
+    throw Error(ErrorCode::OutOfRange, "artifacts names " + std::to_string(-dims) + " artifacts, more than " +
                                            std::to_string(kMaxBlocks));
-  if (dims != 1 && dims != 0) throw Error(ErrorCode::InvalidArgument, "blocks must be a one-dimensional array");
+  if (dims != 1 && dims != 0) throw Error(ErrorCode::InvalidArgument, "artifacts must be a one-dimensional array");
   std::vector<Digest> out;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!items[i]) throw Error(ErrorCode::InvalidArgument, "blocks[" + std::to_string(i + 1) + "] is NULL");
-    out.push_back(parse_digest(*items[i], ("blocks[" + std::to_string(i + 1) + "]").c_str()));
+    if (!items[i]) throw Error(ErrorCode::InvalidArgument, "artifacts[" + std::to_string(i + 1) + "] is NULL");
+    out.push_back(parse_digest(*items[i], ("artifacts[" + std::to_string(i + 1) + "]").c_str()));
   }
   return out;
 }
 
 }  // namespace
 
-// kvg_generate_positional(blocks text[], prompt text, max_tokens int default 64)
-// returns table(output, exact, tokens_composed, tokens_prefilled,
-// tokens_decoded, compose_ms, decode_ms): greedy decoding after the blocks
-// placed positionally and `prompt` (which continues their tokens).
+// kvg_generate_positional(artifacts text[], prompt text, max_tokens int
+// default 32) returns table(output, exact, tokens_composed,
+// tokens_prefilled, tokens_decoded, compose_ms, decode_ms): greedy decoding
+// after the artifacts placed positionally and `prompt` (which continues
+// their tokens). No row for NULL or no artifacts, a NULL or blank prompt, a
+// NULL max_tokens (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_generate_positional) {
-  require_arg(fcinfo, 0, "blocks");
-  require_arg(fcinfo, 1, "prompt");
-  require_arg(fcinfo, 2, "max_tokens");
+  if (arg_is_null(fcinfo, 0) || arg_is_blank(fcinfo, 1) || arg_is_null(fcinfo, 2)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   if (settings::require_exact())
     throw Error(ErrorCode::Unsupported,
                 "kvg.require_exact is on: a positional composition is not exact, so it is refused (use an exact "
-                "chain: kvg_capture with a parent, or kvg_answer's transfer compositions)");
+                "chain: kvg_capture continuing an artifact, or kvg_answer's transfer compositions)");
   const std::vector<Digest> blocks = block_list_arg(fcinfo, 0);
+  if (blocks.empty()) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
   const int32 max_tokens = PG_GETARG_INT32(2);
   check_max_tokens(max_tokens);
 
@@ -101,7 +108,7 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   options.check = kCheckInterrupts;
   const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
   if (rest.empty())
-    throw Error(ErrorCode::InvalidArgument, "prompt must not be empty: it is evaluated after the blocks");
+    throw Error(ErrorCode::InvalidArgument, "prompt must not be empty: it is evaluated after the artifacts");
   const GenerateResult result = generate(session, rest, options);
   const std::string output = call.model->tokenizer().decode(result.tokens);
 

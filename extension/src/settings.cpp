@@ -4,7 +4,9 @@
 //  kvg.max_new_tokens  superuser: a hard cap an administrator sets so one
 //                      call cannot monopolise a backend; callers ask for less
 //                      with the max_tokens argument.
-//  kvg.threads         any user, up to kvg.max_threads.
+//  kvg.threads         any user, up to kvg.max_threads; 0 (the default) is
+//                      kvg.max_threads itself: the cores, unless an
+//                      administrator allows fewer.
 //  kvg.max_threads     superuser: the cap on kvg.threads (default: the cores
 //                      this server has), so that no session takes more cores
 //                      than an administrator allows.
@@ -76,7 +78,7 @@ namespace kvg::pg::settings {
 namespace {
 
 char* model_value = nullptr;
-int threads_value = 1;
+int threads_value = 0;  // 0: kvg.max_threads
 int max_threads_value = 1;
 int max_import_kb_value = 1 << 20;      // 1 GB
 int import_quota_kb_value = 10 << 20;   // 10 GB
@@ -162,8 +164,9 @@ void define() {
   DefineCustomStringVariable("kvg.model", "Path of the GGUF model file kvg loads.",
                              "Loaded lazily by each backend on first use and reloaded when this changes.",
                              &model_value, "", PGC_SUSET, 0, nullptr, nullptr, nullptr);
-  DefineCustomIntVariable("kvg.threads", "CPU threads one kvg call may use.", "At most kvg.max_threads.",
-                          &threads_value, 1, 1, 1024, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.threads", "CPU threads one kvg call may use (0: kvg.max_threads).",
+                          "At most kvg.max_threads.", &threads_value, 0, 0, 1024, PGC_USERSET, 0, nullptr, nullptr,
+                          nullptr);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   DefineCustomIntVariable("kvg.max_threads", "The most CPU threads any kvg call may use.",
                           "Defaults to the cores of this server.", &max_threads_value, cores, 1, 1024, PGC_SUSET, 0,
@@ -200,7 +203,7 @@ void define() {
   DefineCustomIntVariable("kvg.artifact_cache_memory",
                           "Memory each backend may keep verified artifacts in, so a recurring graft does not read "
                           "and hash them again (0: off).",
-                          "Least recently used first out; kvg_artifact_cache_stats() shows its use.",
+                          "Least recently used first out; the view kvg.artifact_cache shows its use.",
                           &artifact_cache_kb_value, 128 << 10, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
   DefineCustomRealVariable("kvg.transfer_min_similarity",
@@ -240,6 +243,7 @@ const char* model_path() { return model_value ? model_value : ""; }
 int64_t max_kv_bytes() { return int64_t(max_kv_memory_kb_value) * 1024; }
 size_t gpu_staging_bytes() { return size_t(gpu_staging_kb_value) * 1024; }
 int threads() {
+  if (threads_value == 0) return max_threads_value;
   if (threads_value > max_threads_value)
     throw Error(ErrorCode::InvalidArgument, "kvg.threads = " + std::to_string(threads_value) +
                                                 " exceeds kvg.max_threads (" + std::to_string(max_threads_value) +

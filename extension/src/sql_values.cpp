@@ -8,11 +8,21 @@
 
 extern "C" {
 #include "access/detoast.h"
+#include "access/htup_details.h"
 }
 
 namespace kvg::pg {
 
 bool arg_is_null(FunctionCallInfo fcinfo, int n) { return PG_ARGISNULL(n); }
+
+bool arg_is_blank(FunctionCallInfo fcinfo, int n) {
+  if (PG_ARGISNULL(n)) return true;
+  constexpr size_t kMaxBlankBytes = 1 << 20;  // read no more than this to decide
+  if (arg_bytes(fcinfo, n) > kMaxBlankBytes) return false;
+  text* value = call([&] { return PG_GETARG_TEXT_PP(n); });
+  const std::string_view s(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+  return s.find_first_not_of(" \t\n\r\v\f") == std::string_view::npos;
+}
 
 void require_arg(FunctionCallInfo fcinfo, int n, const char* name) {
   if (PG_ARGISNULL(n)) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be NULL");
@@ -94,6 +104,25 @@ void return_rows(FunctionCallInfo fcinfo, const std::vector<std::vector<ResultVa
       tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values.data(), nulls.get());
     });
   }
+}
+
+Datum composite_result(FunctionCallInfo fcinfo, const std::vector<ResultValue>& values) {
+  std::vector<Datum> datums(values.size(), Datum(0));
+  auto nulls = std::make_unique<bool[]>(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    nulls[i] = !values[i].has_value();
+    if (values[i]) datums[i] = *values[i];
+  }
+  return call([&] {
+    TupleDesc desc = nullptr;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE || desc->natts != int(datums.size()))
+      elog(ERROR, "kvg: the function's declared result does not have %zu columns", datums.size());
+    MemoryContext old = MemoryContextSwitchTo(entry_context());
+    desc = BlessTupleDesc(desc);
+    const Datum d = HeapTupleGetDatum(heap_form_tuple(desc, datums.data(), nulls.get()));
+    MemoryContextSwitchTo(old);
+    return d;
+  });
 }
 
 void notice(const std::string& message, const std::string& detail) {

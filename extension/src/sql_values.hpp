@@ -17,6 +17,10 @@ typedef uintptr_t Datum;
 namespace kvg::pg {
 
 bool arg_is_null(FunctionCallInfoBaseData* fcinfo, int n);
+// NULL, or a text argument that is empty or only whitespace: what the SQL
+// API answers with NULL, or no row, instead of an error (docs/sql.md). A
+// text of more than 1 MB is never blank (every prompt bound refuses it).
+bool arg_is_blank(FunctionCallInfoBaseData* fcinfo, int n);
 // For functions that are not STRICT (they have optional arguments): throws
 // InvalidArgument naming `name` when a required argument is NULL.
 void require_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* name);
@@ -47,6 +51,9 @@ using ResultValue = std::optional<Datum>;
 // The rows of a set-returning function declared RETURNS TABLE; the function
 // then returns Datum(0).
 void return_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<std::vector<ResultValue>>& rows);
+// The value of a function declared with OUT parameters (RETURNS record, one
+// row, usable in an expression: (f(x)).ok).
+Datum composite_result(FunctionCallInfoBaseData* fcinfo, const std::vector<ResultValue>& values);
 
 // A NOTICE to the client (does not interrupt the call).
 void notice(const std::string& message, const std::string& detail = {});

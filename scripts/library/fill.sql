@@ -73,7 +73,7 @@ BEGIN
     LOOP
       a := CASE WHEN q LIKE '%to the' THEN s.place ELSE s.colour END;
       t0 := clock_timestamp();
-      PERFORM kvg_learn(q, s.story, a);
+      PERFORM kvg_learn(q, 'contains', s.story, a);
       INSERT INTO public.library_learn_times VALUES (i, q, (extract(epoch FROM clock_timestamp() - t0) * 1e6)::bigint);
     END LOOP;
     -- Commit in batches: each one links its audit rows and ends its large objects' locks.

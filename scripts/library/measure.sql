@@ -82,8 +82,9 @@ SELECT question AS recurring,
          (regexp_match(solution, 'had a \w+ (\w+)'))[1] AS transfer
 FROM knowledge ORDER BY md5(id::text || :'probe_seed') LIMIT :samples;
 
--- kvg 0.2.0's kvg.related_knowledge, to compare (0.3.0 probes the rarest lexemes only).
-CREATE OR REPLACE FUNCTION pg_temp.related_knowledge_020(question text, min_similarity double precision, max_entries integer)
+-- The plain query, every lexeme of the question a probe, to compare (kvg.related_knowledge probes
+-- the rarest lexemes only).
+CREATE OR REPLACE FUNCTION pg_temp.related_knowledge_plain(question text, min_similarity double precision, max_entries integer)
 RETURNS TABLE (id bigint, similarity double precision) LANGUAGE sql STABLE AS $$
   WITH q AS (SELECT tsvector_to_array(to_tsvector('english'::regconfig, question)) AS lexemes)
   SELECT k.id, s.similarity
@@ -94,9 +95,9 @@ RETURNS TABLE (id bigint, similarity double precision) LANGUAGE sql STABLE AS $$
   ORDER BY s.similarity DESC, k.id
   LIMIT max_entries
 $$;
-SELECT count(*) FILTER (WHERE a IS DISTINCT FROM b) AS routes_differing_from_020
+SELECT count(*) FILTER (WHERE a IS DISTINCT FROM b) AS routes_differing_from_plain
 FROM (SELECT (SELECT array_agg(id) FROM kvg.related_knowledge(transfer, 0.5, 2)) AS a,
-             (SELECT array_agg(id) FROM pg_temp.related_knowledge_020(transfer, 0.5, 2)) AS b FROM probe) t;
+             (SELECT array_agg(id) FROM pg_temp.related_knowledge_plain(transfer, 0.5, 2)) AS b FROM probe) t;
 
 \echo '== routing and answer latency (server-side, per call)'
 SELECT array_agg(recurring) AS recurring_list, array_agg(transfer) AS transfer_list FROM probe \gset
@@ -106,8 +107,8 @@ UNION ALL
 SELECT * FROM pg_temp.latency('route transfer (by lexemes)',
   'SELECT count(*) FROM kvg.related_knowledge($1, 0.5, 2)', :'transfer_list', true)
 UNION ALL
-SELECT * FROM pg_temp.latency('route transfer, 0.2.0 query',
-  'SELECT count(*) FROM pg_temp.related_knowledge_020($1, 0.5, 2)', :'transfer_list', true)
+SELECT * FROM pg_temp.latency('route transfer, plain query',
+  'SELECT count(*) FROM pg_temp.related_knowledge_plain($1, 0.5, 2)', :'transfer_list', true)
 UNION ALL
 SELECT * FROM pg_temp.latency('kvg_answer recurring, 8 tokens', 'SELECT kvg_answer($1, 8)',
   (:'recurring_list'::text[])[1:(:answers)])

@@ -1,2 +1,2 @@
 \set n random(1, 300)
-SELECT kvg_learn('What is thing ' || :n || '?', 'Thing ' || :n || ' is red.', 'red');
+SELECT kvg_learn('What is thing ' || :n || '?', 'contains', 'Thing ' || :n || ' is red.', 'red');

@@ -1,1 +1,1 @@
-SELECT kvg_learn('What color is the sky?', 'The sky is blue.', 'blue');
+SELECT kvg_learn('What color is the sky?', 'contains', 'The sky is blue.', 'blue');

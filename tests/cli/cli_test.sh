@@ -83,6 +83,9 @@ check "graft logits equal monolithic logits" bash -c "
   part=\$('$kvg' logits --model '$model' --tokens $tokens --artifact '$tmp/a.kvga' --out '$tmp/part.bin') &&
   tail -c $(((21 - 6) * 512 * 4)) '$tmp/full.bin' | cmp - '$tmp/part.bin'"
 check "generate after a graft" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text ' named' -n 4 --json | grep -q '\"grafted_tokens\":'"
+# Counted as SQL counts them (docs/sql.md): a prompt the artifact covers entirely is n - 1
+# grafted and 1 prefilled (the last prompt token is computed again for its logits).
+check "generate --json counts grafted + prefilled = the prompt, the last token prefilled" bash -c "'$kvg' generate --model '$model' --artifact $link --store '$store' --text '' -n 2 --json | python3 -c 'import json, sys; r = json.load(sys.stdin); n = len(r[\"prompt_tokens\"]); sys.exit(not (r[\"grafted_tokens\"] == n - 1 and r[\"prefilled_tokens\"] == 1))'"
 # Compact KV storages (docs/recipe.md): smaller artifacts, still exact under their own recipe, refused by another.
 for kv in bf16 i8; do
   croot=$("$kvg" capture --model "$model" --recipe f32-portable-v1+kv-$kv --text "Once upon a time" --store "$store" 2>/dev/null | tail -1)

@@ -5,6 +5,8 @@
 # the real system directories. Usage: install_test.sh BUILD_DIR
 set -u
 build=$1
+# The full install script of the version kvg.control installs.
+version=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" "$(dirname "$0")/../../kvg.control")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
@@ -17,7 +19,7 @@ cmake --install "$build" --prefix "$tmp/prefix" --component cli >"$tmp/log" 2>&1
 if pg_config >/dev/null 2>&1; then
   DESTDIR=$tmp/dest cmake --install "$build" --component extension >"$tmp/log" 2>&1 || { tail -20 "$tmp/log"; fail "install of the extension component"; }
   for f in "$(pg_config --pkglibdir)/kvg.so" "$(pg_config --sharedir)/extension/kvg.control" \
-           "$(pg_config --sharedir)/extension/kvg--0.1.0.sql"; do
+           "$(pg_config --sharedir)/extension/kvg--$version.sql"; do
     [ -f "$tmp/dest$f" ] || fail "the extension install has no $f (under DESTDIR)"
   done
 elif [ "${CI:-}" = true ]; then

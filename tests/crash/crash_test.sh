@@ -3,7 +3,7 @@
 # writes), of kvg_learn, and of audited answers, and stop the server with
 # `pg_ctl stop -m immediate` during a batch of answers. After each restart:
 # every kvg.artifacts row's object verifies, no object is without a row,
-# no knowledge entry is half-written, kvg_audit_verify() is NULL and nothing
+# no knowledge entry is half-written, kvg_audit_verify() is ok and nothing
 # is left pending. Prints what it killed and what it found.
 #
 # Runs its own throwaway cluster (a temporary directory, port KVG_PGPORT+100,
@@ -45,7 +45,7 @@ q "ALTER DATABASE crash SET kvg.model = '$model'" >/dev/null
 q "ALTER DATABASE crash SET kvg.device = 'cpu'" >/dev/null
 # Something committed before the crashes: it must survive them intact.
 q "SELECT kvg_capture('Once upon a time')" >/dev/null || exit 1
-q "SELECT kvg_learn('What color is the sky?', 'The sky is blue.', 'blue')" >/dev/null || exit 1
+q "SELECT kvg_learn('What color is the sky?', 'contains', 'The sky is blue.', 'blue')" >/dev/null || exit 1
 q "SELECT kvg_answer('What color is the sky?')" >/dev/null || exit 1
 
 wait_ready() {
@@ -65,7 +65,7 @@ check() {
   found=$(q "SELECT format('%s artifacts (%s verify), %s orphans, %s knowledge entries (%s half-written), '
                            '%s audit rows, %s pending, chain %s',
     (SELECT count(*) FROM kvg.artifacts),
-    (SELECT count(*) FILTER (WHERE kvg_artifact_verify(sha256)) FROM kvg.artifacts),
+    (SELECT count(*) FILTER (WHERE (kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts),
     (SELECT count(*) FROM kvg_orphans()),
     (SELECT count(*) FROM kvg.knowledge),
     (SELECT count(*) FROM kvg.knowledge k
@@ -73,9 +73,9 @@ check() {
          OR NOT EXISTS (SELECT FROM kvg.audit u WHERE u.operation = 'learn' AND u.knowledge_id = k.id)),
     (SELECT count(*) FROM kvg.audit),
     (SELECT count(*) FROM kvg.audit_pending),
-    coalesce('broken at id ' || kvg_audit_verify(), 'verifies'))" 2>&1)
+    (SELECT CASE WHEN ok THEN 'verifies' ELSE 'broken at seq ' || first_bad END FROM kvg_audit_verify()))" 2>&1)
   local bad
-  bad=$(q "SELECT (SELECT count(*) FILTER (WHERE NOT kvg_artifact_verify(sha256)) FROM kvg.artifacts)
+  bad=$(q "SELECT (SELECT count(*) FILTER (WHERE NOT (kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts)
                 + (SELECT count(*) FROM kvg_orphans())
                 + (SELECT count(*) FROM kvg.knowledge k
                     WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = k.artifact_sha256)
@@ -83,7 +83,7 @@ check() {
                 + (SELECT count(*) FROM kvg.audit u WHERE u.operation = 'learn'
                     AND NOT EXISTS (SELECT FROM kvg.knowledge k WHERE k.id = u.knowledge_id))
                 + (SELECT count(*) FROM kvg.audit_pending)
-                + (CASE WHEN kvg_audit_verify() IS NULL THEN 0 ELSE 1 END)" 2>&1)
+                + (CASE WHEN (kvg_audit_verify()).ok THEN 0 ELSE 1 END)" 2>&1)
   if [ "$bad" = 0 ]; then
     echo "  after $what: $found: ok"
   else
@@ -117,11 +117,11 @@ check "setup"
 kill_during "captures (large-object writes)" 1.5 \
   "SELECT count(kvg_capture(repeat('Once upon a time there was a girl. ', 20) || i)) FROM generate_series(1, 1000000) i"
 kill_during "kvg_learn of new questions" 1.5 \
-  "SELECT count(kvg_learn('What is thing ' || i || '?', 'Thing ' || i || ' is red.', 'red')) FROM generate_series(1, 1000000) i"
+  "SELECT count(kvg_learn('What is thing ' || i || '?', 'contains', 'Thing ' || i || ' is red.', 'red')) FROM generate_series(1, 1000000) i"
 kill_during "audited answers" 1.5 \
   "SELECT count(kvg_answer('What color is the sky?')) FROM generate_series(1, 1000000)"
 kill_during "a transaction of captures, learns and answers" 1.5 \
-  "BEGIN; SELECT kvg_capture('Lily had a red ball'); SELECT kvg_learn('Who had a ball?', 'Lily had a red ball.', 'Lily');
+  "BEGIN; SELECT kvg_capture('Lily had a red ball'); SELECT kvg_learn('Who had a ball?', 'contains', 'Lily had a red ball.', 'Lily');
    SELECT count(kvg_answer('Who had a ball?')) FROM generate_series(1, 1000000)"
 
 # Immediate shutdown during a batch of answers, each its own transaction.

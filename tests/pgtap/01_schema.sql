@@ -62,9 +62,9 @@ SELECT function_returns('public', 'kvg_import', ARRAY['bytea', 'boolean'], 'text
 SELECT has_function('public', 'kvg_export', ARRAY['text']);
 SELECT function_returns('public', 'kvg_export', ARRAY['text'], 'bytea');
 SELECT has_function('public', 'kvg_artifact_verify', ARRAY['text']);
-SELECT function_returns('public', 'kvg_artifact_verify', ARRAY['text'], 'boolean');
+SELECT function_returns('public', 'kvg_artifact_verify', ARRAY['text'], 'record');
 SELECT has_function('public', 'kvg_audit_verify', ARRAY[]::text[]);
-SELECT function_returns('public', 'kvg_audit_verify', ARRAY[]::text[], 'bigint');
+SELECT function_returns('public', 'kvg_audit_verify', ARRAY[]::text[], 'record');
 
 SELECT has_trigger('kvg', 'audit', 'audit_append_only', 'kvg.audit is append-only');
 SELECT has_trigger('kvg', 'artifacts', 'artifacts_immutable', 'artifact rows are immutable');

@@ -122,7 +122,7 @@ FROM kvg.audit WHERE operation = 'import' AND artifact_sha256 = :'genuine' ORDER
 -- Continuing an unverified chain computes derived links, never trusted ones.
 SET ROLE tap_mallory;
 SET client_min_messages = error;
-SELECT kvg_capture(' She liked to', parent => :'forged_sha') AS derived \gset
+SELECT kvg_capture(' She liked to', artifact => :'forged_sha') AS derived \gset
 RESET client_min_messages;
 RESET ROLE;
 SELECT is(provenance, 'derived', 'a capture continuing an unverified artifact is derived, not computed')
@@ -134,12 +134,12 @@ CREATE SCHEMA tap_m AUTHORIZATION tap_mallory;
 GRANT USAGE ON SCHEMA tap_m TO PUBLIC;
 SET ROLE tap_mallory;
 CREATE FUNCTION tap_m.accept(q text, a text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
-SELECT throws_ok($$SELECT kvg_learn('What did the bad dog do?', 'The dog bit the girl.', 'bit', 'tap_m.accept')$$,
+SELECT throws_ok($$SELECT kvg_learn('What did the bad dog do?', 'tap_m.accept', 'The dog bit the girl.', 'bit')$$,
                  '42501', NULL, 'a function verifier needs kvg_author');
 RESET ROLE;
 GRANT kvg_author TO tap_mallory;
 SET ROLE tap_mallory;
-SELECT kvg_learn('What did the bad dog do?', 'The dog bit the girl.', 'bit', 'tap_m.accept') AS dog_entry \gset
+SELECT kvg_learn('What did the bad dog do?', 'tap_m.accept', 'The dog bit the girl.', 'bit') AS dog_entry \gset
 SELECT isnt(verifier_pin, NULL, 'the verifier is pinned at deposit') FROM kvg.knowledge WHERE id = :dog_entry;
 -- The rewrite: harmless until a superuser asks.
 CREATE OR REPLACE FUNCTION tap_m.accept(q text, a text) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -164,7 +164,7 @@ FROM kvg.audit WHERE operation = 'answer' ORDER BY seq DESC LIMIT 1;
 SET ROLE tap_mallory;
 CREATE FUNCTION tap_m.runs_as_depositor(q text, a text) RETURNS boolean LANGUAGE sql
   AS $$ SELECT current_user = 'tap_mallory' $$;
-SELECT kvg_learn('Who bit the girl?', 'The bad dog bit the girl.', 'dog', 'tap_m.runs_as_depositor') AS who_entry \gset
+SELECT kvg_learn('Who bit the girl?', 'tap_m.runs_as_depositor', 'The bad dog bit the girl.', 'dog') AS who_entry \gset
 RESET ROLE;
 SELECT is(verifier, 'tap_m.runs_as_depositor'::text, 'stored schema-qualified') FROM kvg.knowledge WHERE id = :who_entry;
 SELECT kvg.function_pin('tap_m.runs_as_depositor(text, text)'::regprocedure) AS pin \gset
@@ -191,8 +191,8 @@ SELECT throws_ok($$SELECT kvg_generate(repeat('a', 50 * 1024 * 1024), 4)$$, '540
 SELECT throws_ok($$SELECT kvg_answer(repeat('why ', 1000000), 4)$$, '54000', NULL, 'so is a 4 MB question');
 SELECT throws_ok($$SELECT kvg_generate('Once', 4, temperature => 1e308)$$, '22023', NULL,
                  'a temperature that is infinite as a float is refused');
-SELECT throws_ok($$SELECT kvg_generate('', 4)$$, '22023', NULL, 'an empty prompt is refused');
-SELECT throws_ok($$SELECT kvg_capture('')$$, '22023', NULL, 'an empty prefix is refused');
+SELECT is(kvg_generate('', 4), NULL, 'an empty prompt gives NULL, and no work (docs/sql.md)');
+SELECT is(kvg_capture(''), NULL, 'so does an empty prefix');
 RESET ROLE;
 SET kvg.max_threads = 2;
 SET ROLE tap_alice;
@@ -224,7 +224,7 @@ SET ROLE tap_alice;
 SELECT is(count(*) FILTER (WHERE role <> 'tap_alice'), 0::bigint, 'a kvg_user sees only its own audit rows')
 FROM kvg.audit;
 SELECT cmp_ok(count(*), '>', 0::bigint, 'and does see those') FROM kvg.audit;
-SELECT is(kvg_audit_verify(), NULL, 'kvg_audit_verify still checks the whole chain for it');
+SELECT is((kvg_audit_verify()).ok, true, 'kvg_audit_verify still checks the whole chain for it');
 SELECT throws_ok($$SELECT kvg_manifest()$$, '42501', NULL, 'a kvg_user cannot produce a manifest');
 SET ROLE tap_audit;
 SELECT is((SELECT count(*) FROM kvg.audit), (SELECT jsonb_array_length(kvg_manifest()->'entries'))::bigint,

@@ -47,7 +47,7 @@ SELECT is(a.role::text || ' ' || a.operation || ' ' || a.mode || ' ' || encode(a
 FROM kvg.audit a JOIN forwarded f USING (id);
 SELECT is((SELECT last_seq FROM kvg.audit_head), (SELECT seq FROM forwarded), 'the head moved to it');
 SELECT is(count(*), 0::bigint, 'nothing left pending') FROM kvg.audit_pending;
-SELECT is(public.kvg_audit_verify(), NULL, 'the chain verifies');
+SELECT is((public.kvg_audit_verify()).ok, true, 'the chain verifies');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -71,7 +71,7 @@ mkdir -p "$pg_run"
 echo "replica test: primary on port $pport, standby on port $sport, data in $dir"
 pair_create "$model" "fsync = off" || exit 1
 q="What color is the sky?"
-p -c "SELECT kvg_learn('$q', 'The sky is blue.', 'blue')" >/dev/null || exit 1
+p -c "SELECT kvg_learn('$q', 'contains', 'The sky is blue.', 'blue')" >/dev/null || exit 1
 artifact=$(p -c "SELECT kvg_capture('Once upon a time')") || exit 1
 pair_wait_replay || exit 1
 
@@ -88,7 +88,7 @@ related="SELECT mode, encode(convert_to(answer, 'UTF8'), 'hex') FROM kvg_answer_
 standby_related=$(s -c "$related")
 is "transfer mode on the standby: the same answer bytes, nothing stored" "$standby_related" "$(p -c "$related")"
 is "... and it was a transfer answer" "${standby_related%%|*}" transfer
-is "kvg_artifact_verify on the standby" "$(s -c "SELECT kvg_artifact_verify('$artifact')")" t
+is "kvg_artifact_verify on the standby" "$(s -c "SELECT (kvg_artifact_verify('$artifact')).ok")" t
 export_md5="SELECT md5(kvg_export('$artifact'))"
 is "kvg_export gives the same bytes on the standby" "$(s -c "$export_md5")" "$(p -c "$export_md5")"
 is "kvg_graft_check on the standby is exact" \
@@ -104,10 +104,10 @@ is "the standby's answer has its row on the primary (role, operation, hashes, ou
 is "the graft check's row is on the primary" \
   "$(p -c "SELECT count(*) FROM kvg.audit WHERE operation = 'graft_check' AND artifact_sha256 = '$artifact'")" 1
 is "nothing pending on the primary" "$(p -c 'SELECT count(*) FROM kvg.audit_pending')" 0
-is "the primary's chain verifies" "$(p -c 'SELECT kvg_audit_verify() IS NULL')" t
+is "the primary's chain verifies" "$(p -c 'SELECT (kvg_audit_verify()).ok')" t
 pair_wait_replay
 is "the standby replays the rows it forwarded, and its copy verifies" \
-  "$(s -c "SELECT count(*) FILTER (WHERE id = ${audit_id:-0}), kvg_audit_verify() IS NULL FROM kvg.audit")" "1|t"
+  "$(s -c "SELECT count(*) FILTER (WHERE id = ${audit_id:-0}), (kvg_audit_verify()).ok FROM kvg.audit")" "1|t"
 # One connection per backend: two answers, then a pause to look from the primary.
 s -c "SELECT kvg_answer('$q')" -c "SELECT kvg_answer('$q')" -c "SELECT pg_sleep(5)" >/dev/null &
 reuser=$!
@@ -120,7 +120,7 @@ is "one standby session keeps one connection to the primary" \
 wait $reuser
 
 echo "# what a standby refuses"
-for call in "kvg_capture('Lily had a red ball')" "kvg_learn('Who had a ball?', 'Lily had a red ball.', 'Lily')" \
+for call in "kvg_capture('Lily had a red ball')" "kvg_learn('Who had a ball?', 'contains', 'Lily had a red ball.', 'Lily')" \
   "kvg_solve('$q', 'exact:blue')" "kvg_import(kvg_export('$artifact'))"; do
   err=$(error "$sport" "SELECT $call")
   [[ "$err" == "25006: "*"cannot run on a standby"* ]]
@@ -144,7 +144,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 late=$(p -c "SELECT kvg_capture('Lily had a red ball')")
-p -c "SELECT kvg_learn('Who had a ball?', 'Lily had a red ball.', 'Lily')" >/dev/null
+p -c "SELECT kvg_learn('Who had a ball?', 'contains', 'Lily had a red ball.', 'Lily')" >/dev/null
 err=$(error "$sport" "SELECT kvg_generate(' and', 8, '$late')")
 [[ "$err" == "42704: artifact $late is not stored on this standby, which has replayed the primary's WAL up to "* ]]
 ok "an artifact not yet replayed: a clear error (42704, with the replay position)" $? "$err"
@@ -170,7 +170,7 @@ ok "statement_timeout interrupts the wait for the primary (57014 after ${took} m
 wait $locker
 sleep 0.5
 is "after the interrupted forward: nothing pending, the chain verifies" \
-  "$(p -c 'SELECT count(*), kvg_audit_verify() IS NULL FROM kvg.audit_pending')" "0|t"
+  "$(p -c 'SELECT count(*), (kvg_audit_verify()).ok FROM kvg.audit_pending')" "0|t"
 
 echo "# the primary down mid-answer"
 p -c "BEGIN" -c "LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE" -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
@@ -195,7 +195,7 @@ $(tail -15 "$dir/standby.log")
 the primary's log:
 $(tail -15 "$dir/primary.log")"
 pair_start primary || exit 1
-is "after the restart the chain verifies" "$(p -c 'SELECT kvg_audit_verify() IS NULL')" t
+is "after the restart the chain verifies" "$(p -c 'SELECT (kvg_audit_verify()).ok')" t
 # A standby session whose connection the restart closed opens a new one. Its
 # second answer comes 20 s after the first: time for the restart below even on
 # a loaded machine (a restart not done by then fails this check, visibly).
@@ -241,7 +241,7 @@ recorded=$(p -c "SELECT count(*) FROM kvg.audit WHERE operation = 'answer' AND r
 [ "$returned" -gt 0 ] && [ "$(grep -c '08001\|08006\|primary' "$dir/batch1.errors")" -gt 0 ] && [ "$recorded" = "$returned" ]
 ok "every answer returned before and after the stop ($returned) is recorded on the primary ($recorded)" $? \
   "$(head -3 "$dir/batch1.errors")"
-is "the primary's chain verifies" "$(p -c 'SELECT kvg_audit_verify() IS NULL')" t
+is "the primary's chain verifies" "$(p -c 'SELECT (kvg_audit_verify()).ok')" t
 
 echo "# the primary down"
 pair_wait_replay
@@ -253,7 +253,7 @@ ok "the primary stopped: the standby refuses answers (08001)" $? "$err"
 err=$(error "$sport" "SELECT kvg_generate('Once upon a time', 4)")
 [ "${err%%:*}" = 08001 ]
 ok "... and kvg_generate" $? "$err"
-is "... while reading artifacts still works" "$(s -c "SELECT kvg_artifact_verify('$artifact')")" t
+is "... while reading artifacts still works" "$(s -c "SELECT (kvg_artifact_verify('$artifact')).ok")" t
 out=$(s -c "SET kvg.allow_unaudited = on" -c "SELECT audit_id IS NULL, answer FROM kvg_answer_detail('$q')" 2>&1)
 [[ "$out" == *"WARNING:  kvg: the result of this answer call is NOT audited"* ]] && [[ "$out" == *"t|$answer_text"* ]]
 ok "kvg.allow_unaudited: the answer with a WARNING and no audit id" $? "$out"
@@ -279,10 +279,10 @@ recorded=$(s -c "SELECT count(*) FROM kvg.audit WHERE operation = 'answer' AND i
 [ "$returned" -gt 0 ] && [ "$recorded" = "$returned" ]
 ok "answers after the promotion ($returned) are audited locally ($recorded)" $? "$(head -3 "$dir/batch2.errors")"
 is "its chain continues the primary's (every earlier row kept) and verifies" \
-  "$(s -c "SELECT count(*) >= $rows_before + $returned, max(seq) = count(*), kvg_audit_verify() IS NULL FROM kvg.audit")" \
+  "$(s -c "SELECT count(*) >= $rows_before + $returned, max(seq) = count(*), (kvg_audit_verify()).ok FROM kvg.audit")" \
   "t|t|t"
 is "the promoted server learns" \
-  "$(s -c "SELECT kvg_learn('What does Lily have?', 'Lily has a red ball.', 'ball') > 0, kvg_audit_verify() IS NULL")" "t|t"
+  "$(s -c "SELECT kvg_learn('What does Lily have?', 'contains', 'Lily has a red ball.', 'ball') > 0, (kvg_audit_verify()).ok")" "t|t"
 
 echo "replica: $passed passed, $failed failed"
 [ "$failed" = 0 ]

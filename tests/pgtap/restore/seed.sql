@@ -9,4 +9,4 @@ FROM unnest(ARRAY['root', 'child', 'large', 'dump']) WITH ORDINALITY AS f(name, 
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false);
 SELECT set_config('kvg.device', 'cpu', false);
-SELECT public.kvg_learn('What colour was Lily''s ball?', 'Lily had a red ball. She played with it every day.', 'red');
+SELECT public.kvg_learn('What colour was Lily''s ball?', 'contains', 'Lily had a red ball. She played with it every day.', 'red');

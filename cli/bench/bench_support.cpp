@@ -1,4 +1,4 @@
-#include "cli/bench_support.hpp"
+#include "cli/bench/bench_support.hpp"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-#include "cli/story_templates.hpp"
+#include "cli/bench/story_templates.hpp"
 
 #include <algorithm>
 #include <random>

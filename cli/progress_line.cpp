@@ -1,4 +1,4 @@
-#include "cli/progress.hpp"
+#include "cli/progress_line.hpp"
 
 #include <unistd.h>
 

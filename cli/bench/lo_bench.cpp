@@ -1,4 +1,4 @@
-#include "cli/lo_bench.hpp"
+#include "cli/bench/lo_bench.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -150,7 +150,7 @@ void LoBench::import(const std::string& bytes, const std::string& sha) {
 }
 
 void LoBench::expect_verified(const std::string& sha) {
-  if (db_.value("SELECT kvg_artifact_verify($1)", {{sha}}) != "t")
+  if (db_.value("SELECT (kvg_artifact_verify($1)).ok", {{sha}}) != "t")
     throw Error(ErrorCode::Internal, "kvg_artifact_verify(" + sha + ") was not true");
 }
 

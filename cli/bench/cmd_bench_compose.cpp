@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/bench/story_templates.hpp"
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
-#include "cli/story_templates.hpp"
 #include "common/error.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/memory_artifacts.hpp"

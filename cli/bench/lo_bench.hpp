@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/pg_client.hpp"
+#include "cli/bench/pg_client.hpp"
 
 namespace kvg::cli {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
-#include "cli/bench_support.hpp"
+#include "cli/bench/bench_support.hpp"
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"

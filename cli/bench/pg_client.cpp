@@ -1,4 +1,4 @@
-#include "cli/pg_client.hpp"
+#include "cli/bench/pg_client.hpp"
 
 #include <libpq-fe.h>
 

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "cli/args.hpp"
-#include "cli/bench_support.hpp"
+#include "cli/bench/bench_support.hpp"
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
-#include "cli/progress.hpp"
 #include "cli/engine_flags.hpp"
+#include "cli/progress_line.hpp"
 #include "cli/version.hpp"
 #include "common/error.hpp"
 #include "engine/sampler.hpp"

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/bench/lo_bench.hpp"
+#include "cli/bench/pg_client.hpp"
 #include "cli/clock.hpp"
 #include "cli/commands.hpp"
-#include "cli/lo_bench.hpp"
-#include "cli/pg_client.hpp"
 #include "common/error.hpp"
 #include "engine/model.hpp"
 

@@ -1,0 +1,921 @@
+-- kvg 1.0.0: content-addressed KV-cache artifacts, a verified-knowledge
+-- library answered by grafting them, an append-only hash-chained audit trail,
+-- and the SQL entry points of the engine.
+--
+-- This file is the whole schema of version 1.0.0: CREATE EXTENSION kvg runs it
+-- and nothing else. A schema change after a release goes into an upgrade
+-- script kvg--<from>--<to>.sql together with the next full install script
+-- kvg--<to>.sql, and tests/upgrade/upgrade_equals_fresh.sh proves that both
+-- paths give the same catalog (docs/operations.md, "Upgrading").
+--
+-- Where things live: the tables and helpers in schema kvg (kvg.control:
+-- schema = kvg, relocatable = false); the user-facing kvg_* functions in
+-- schema public, so that they are callable by their names right after
+-- CREATE EXTENSION with the default search_path.
+--
+-- Who may do what (the last section): nothing is granted to PUBLIC. kvg_user
+-- calls the functions and reads the catalogs; kvg_author is a kvg_user who
+-- may also deposit entries checked by SQL functions; kvg_auditor reads every
+-- audit row and produces manifests; kvg_audit_writer is what a hot standby
+-- connects as to append its audit rows here. Rows of kvg.artifacts, kvg.audit
+-- and kvg.knowledge, and the artifacts' large objects, are written by the C
+-- code with the rights of the schema owner (extension/src/owner_rights.hpp),
+-- so no role needs INSERT on them and no SECURITY DEFINER function is needed.
+-- SQL-language functions pin search_path so that a caller's search_path
+-- cannot redirect them (docs/security.md).
+
+\echo Use "CREATE EXTENSION kvg" to load this file. \quit
+
+-- Roles ---------------------------------------------------------------------------------
+-- Roles are cluster-wide, so a second database with kvg reuses them.
+
+DO $$
+DECLARE
+  r text;
+BEGIN
+  FOREACH r IN ARRAY ARRAY['kvg_user', 'kvg_author', 'kvg_auditor', 'kvg_audit_writer'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+      EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
+    END IF;
+  END LOOP;
+END
+$$;
+GRANT kvg_user TO kvg_author;
+
+-- Immutable rows ------------------------------------------------------------------------
+
+-- Refuses a change to a table whose rows state facts. Statement-level where
+-- it is used, so that even a statement touching no rows is refused. The owner
+-- or a superuser can still disable the trigger; the audit's hash chain is
+-- what makes such tampering evident (kvg_audit_verify). TG_ARGV[0] is the hint.
+CREATE FUNCTION kvg.refuse_change() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  RAISE EXCEPTION 'rows of %.% are immutable: % is not allowed', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+    USING ERRCODE = 'insufficient_privilege', HINT = TG_ARGV[0];
+END
+$$;
+COMMENT ON FUNCTION kvg.refuse_change() IS 'Trigger: refuses any change to rows that state facts (the hint is its argument).';
+
+-- Artifacts (docs/artifact-format.md, docs/artifact-lifecycle.md) -------------------------
+
+CREATE TABLE kvg.artifacts (
+  sha256            text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+  loid              oid NOT NULL UNIQUE,
+  bytes             bigint,
+  n_tokens          integer,
+  model_fingerprint text CHECK (model_fingerprint ~ '^[0-9a-f]{64}$'),
+  recipe            text,
+  -- Deferred so that pg_restore, which loads rows in physical order, may load
+  -- a continuation before its parent within one COPY.
+  parent_sha256     text REFERENCES kvg.artifacts DEFERRABLE INITIALLY DEFERRED,
+  -- SHA-256 of this artifact's own token ids (u32 little-endian, as
+  -- chain_tokens_sha256 in docs/artifact-format.md, but of its own tokens
+  -- only): with parent_sha256 the key of a chain link, so that automatic
+  -- prefix reuse finds stored chains without reading any large object.
+  tokens_sha256     text CHECK (tokens_sha256 ~ '^[0-9a-f]{64}$'),
+  created_at        timestamptz NOT NULL DEFAULT now(),
+  created_by        name NOT NULL DEFAULT current_user,
+  -- How the KV came to be (docs/security.md):
+  --   computed    prefilled by this server's engine over a chain it trusts
+  --   verified    imported, then recomputed here from its tokens: the same bytes
+  --   unverified  imported without recomputation (kvg_import(..., verify => false))
+  --   derived     computed here, but continuing a chain that holds an
+  --               unverified link, so its KV is only as good as that link's
+  -- Only computed and verified KV is grafted without being asked for.
+  provenance        text NOT NULL DEFAULT 'computed'
+                      CHECK (provenance IN ('computed', 'verified', 'unverified', 'derived'))
+);
+-- Serves both the prefix-reuse walk (children of a parent with given tokens;
+-- roots are parent_sha256 IS NULL) and the parent foreign key's checks.
+CREATE INDEX ON kvg.artifacts (parent_sha256, tokens_sha256);
+COMMENT ON TABLE kvg.artifacts IS
+  'One row per stored artifact: its SHA-256 identity and the large object holding its bytes.';
+COMMENT ON COLUMN kvg.artifacts.provenance IS
+  'How the KV came to be: computed | verified (imported and recomputed) | unverified (imported) | derived (computed over an unverified chain).';
+
+-- An artifact row states a fact about content-addressed bytes: nothing in it
+-- changes, except that an unverified or derived artifact may be proven later
+-- (a verified re-import recomputes it). Row-level, because that exception
+-- depends on the row.
+CREATE FUNCTION kvg.artifact_update_check() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF OLD.provenance IN ('unverified', 'derived') AND NEW.provenance IN ('verified', 'computed')
+     AND (to_jsonb(NEW) - 'provenance') = (to_jsonb(OLD) - 'provenance') THEN
+    RETURN NEW;
+  END IF;
+  RAISE EXCEPTION 'rows of kvg.artifacts are immutable: UPDATE is not allowed'
+    USING ERRCODE = 'insufficient_privilege',
+          HINT = 'An artifact is identified by its bytes; store changed bytes as a new artifact.';
+END
+$$;
+COMMENT ON FUNCTION kvg.artifact_update_check() IS
+  'Trigger: an artifact row never changes, except an unverified or derived one proven later.';
+CREATE TRIGGER artifacts_immutable BEFORE UPDATE ON kvg.artifacts
+  FOR EACH ROW EXECUTE FUNCTION kvg.artifact_update_check();
+
+-- Large objects cannot be extension members and nothing else points at them,
+-- so a deleted artifact row takes its object along.
+CREATE FUNCTION kvg.artifact_unlink() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM lo_unlink(OLD.loid);
+  RETURN OLD;
+END
+$$;
+COMMENT ON FUNCTION kvg.artifact_unlink() IS 'Trigger: a deleted artifact row takes its large object along.';
+CREATE TRIGGER artifacts_unlink AFTER DELETE ON kvg.artifacts
+  FOR EACH ROW EXECUTE FUNCTION kvg.artifact_unlink();
+
+-- What each role has stored, and how much of it was imported (the part
+-- kvg.import_quota bounds).
+CREATE VIEW kvg.storage_usage AS
+SELECT created_by AS role,
+       count(*) AS artifacts,
+       sum(bytes) AS bytes,
+       count(*) FILTER (WHERE provenance IN ('verified', 'unverified')) AS imported,
+       coalesce(sum(bytes) FILTER (WHERE provenance IN ('verified', 'unverified')), 0) AS imported_bytes
+FROM kvg.artifacts
+GROUP BY created_by;
+COMMENT ON VIEW kvg.storage_usage IS 'Artifacts and bytes stored per role; imports count against kvg.import_quota.';
+
+-- Audit trail (docs/audit-chain.md) ----------------------------------------------------------
+-- Every audited call writes a pending row in its own transaction; when that
+-- transaction commits, the row is moved into kvg.audit at the chain's next
+-- position (seq) and linked to the previous row's hash. So an open
+-- transaction never holds the chain's head, and the chain has no gaps.
+
+CREATE TABLE kvg.audit (
+  -- id is given when the call is made, seq when its transaction commits: ids
+  -- are unique but need not follow the chain; seq is 1, 2, ... in chain order.
+  id                bigserial PRIMARY KEY,
+  seq               bigint NOT NULL UNIQUE,
+  at                timestamptz NOT NULL,
+  role              name NOT NULL,
+  operation         text NOT NULL,
+  model_fingerprint text,
+  recipe            text,
+  input_sha256      text,
+  artifact_sha256   text,
+  output_sha256     text,
+  logits_sha256     text,
+  tokens_in         integer,
+  tokens_out        integer,
+  -- How much of the prompt came from stored artifacts, how a question was
+  -- routed (docs/flywheel.md; 'positional': docs/composition.md), the
+  -- library entry used and whether its verifier accepted the answer.
+  tokens_grafted    integer,
+  mode              text CHECK (mode IN ('recurring', 'transfer', 'cold', 'positional')),
+  knowledge_id      bigint,
+  verified          boolean,
+  -- Every KV the call grafted or stored is known to be what this engine
+  -- computes for its tokens (false: an unverified artifact was grafted on
+  -- request, an import was not recomputed, or blocks were composed).
+  kv_proven         boolean,
+  -- The output, so that a manifest can be re-checked without the database:
+  -- output_text as valid text (U+FFFD for what is not UTF-8, and for NUL);
+  -- output_bytes the raw bytes when they are not exactly output_text's UTF-8,
+  -- NULL otherwise; output_sha256 is always the SHA-256 of the raw bytes
+  -- (docs/output-bytes.md).
+  output_text       text,
+  output_bytes      bytea,
+  -- Where the time went, in microseconds.
+  graft_us          bigint,
+  prefill_us        bigint,
+  decode_us         bigint,
+  -- The canonical encoding row_hash is computed with (kvg.audit_row_hash).
+  -- Named in each row so that a later encoding can coexist with this one.
+  row_encoding      text NOT NULL DEFAULT 'kvg-audit-v3' CHECK (row_encoding = 'kvg-audit-v3'),
+  prev_hash         text NOT NULL,
+  row_hash          text NOT NULL
+);
+COMMENT ON TABLE kvg.audit IS
+  'Append-only, hash-chained record of kvg calls; see docs/audit-chain.md.';
+
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON kvg.audit
+  FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
+    'The audit trail is append-only; record a correction as a new row.');
+
+-- Who sees what: a kvg_user its own rows, kvg_auditor every row. The owner
+-- (who writes them) is not subject to the policies.
+ALTER TABLE kvg.audit ENABLE ROW LEVEL SECURITY;
+CREATE POLICY audit_own_rows ON kvg.audit FOR SELECT TO kvg_user USING (role = current_user);
+CREATE POLICY audit_auditor_all ON kvg.audit FOR SELECT TO kvg_auditor USING (true);
+
+-- The chain's head: the anchor that makes a deleted tail detectable, and
+-- what a linker locks. Created by the first link, not here, so that
+-- pg_restore can load it.
+CREATE TABLE kvg.audit_head (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  last_id   bigint,
+  last_seq  bigint,
+  last_hash text NOT NULL
+);
+
+-- Calls write here; the row moves into kvg.audit, linked, when the
+-- transaction commits. Never dumped: it is empty between transactions. LIKE
+-- keeps its columns in kvg.audit's order, so that a pending row is a
+-- kvg.audit row (kvg.audit_move_pending); the chain fields are filled in at
+-- commit, so they may be NULL here.
+CREATE TABLE kvg.audit_pending (LIKE kvg.audit INCLUDING CONSTRAINTS, PRIMARY KEY (id));
+ALTER TABLE kvg.audit_pending ALTER COLUMN seq DROP NOT NULL, ALTER COLUMN prev_hash DROP NOT NULL,
+  ALTER COLUMN row_hash DROP NOT NULL;
+COMMENT ON TABLE kvg.audit_pending IS
+  'Audit rows of transactions still in progress; linked into kvg.audit at commit.';
+
+-- One field of the canonical encoding: "-" for NULL, otherwise the UTF-8
+-- byte length, ":", and the value; each field ends with a newline.
+CREATE FUNCTION kvg.audit_field(value text) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN value IS NULL THEN '-'
+              ELSE octet_length(convert_to(value, 'UTF8'))::text || ':' || value END || E'\n'
+$$;
+COMMENT ON FUNCTION kvg.audit_field(text) IS 'One field of the audit row encoding: "-" or length:value, and a newline.';
+
+-- row_hash of an audit row: SHA-256 of the encoding's name and the fields in
+-- this order (docs/audit-chain.md is the normative description;
+-- scripts/kvg-manifest-check.py recomputes it offline).
+CREATE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT encode(sha256(convert_to(
+           a.row_encoding || E'\n'
+           || kvg.audit_field(a.id::text)
+           || kvg.audit_field(a.seq::text)
+           || kvg.audit_field((extract(epoch FROM a.at) * 1000000)::bigint::text)
+           || kvg.audit_field(a.role::text)
+           || kvg.audit_field(a.operation)
+           || kvg.audit_field(a.model_fingerprint)
+           || kvg.audit_field(a.recipe)
+           || kvg.audit_field(a.input_sha256)
+           || kvg.audit_field(a.artifact_sha256)
+           || kvg.audit_field(a.output_sha256)
+           || kvg.audit_field(a.logits_sha256)
+           || kvg.audit_field(a.tokens_in::text)
+           || kvg.audit_field(a.tokens_out::text)
+           || kvg.audit_field(a.tokens_grafted::text)
+           || kvg.audit_field(a.mode)
+           || kvg.audit_field(a.knowledge_id::text)
+           || kvg.audit_field(CASE WHEN a.verified THEN 'true' WHEN NOT a.verified THEN 'false' END)
+           || kvg.audit_field(a.output_text)
+           || kvg.audit_field(a.graft_us::text)
+           || kvg.audit_field(a.prefill_us::text)
+           || kvg.audit_field(a.decode_us::text)
+           || kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
+           || kvg.audit_field(encode(a.output_bytes, 'hex'))
+           || kvg.audit_field(a.prev_hash),
+         'UTF8')), 'hex')
+$$;
+COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit row (docs/audit-chain.md).';
+
+-- The only insert path (called by the C code's audit_append with the owner's
+-- rights): a pending row with its id; returns the id.
+CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
+                                 input_sha256 text, artifact_sha256 text, output_sha256 text,
+                                 logits_sha256 text, tokens_in integer, tokens_out integer,
+                                 tokens_grafted integer DEFAULT NULL, mode text DEFAULT NULL,
+                                 knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
+                                 output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
+                                 prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
+                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL)
+RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  INSERT INTO kvg.audit_pending (id, at, role, operation, model_fingerprint, recipe, input_sha256, artifact_sha256,
+                                 output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode,
+                                 knowledge_id, verified, output_text, graft_us, prefill_us, decode_us, kv_proven,
+                                 row_encoding, output_bytes)
+  VALUES (nextval('kvg.audit_id_seq'), clock_timestamp(), role, operation, model_fingerprint, recipe, input_sha256,
+          artifact_sha256, output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode, knowledge_id,
+          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
+  RETURNING id
+$$;
+COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
+                                     bigint, boolean, text, bigint, bigint, bigint, boolean, bytea) IS
+  'Internal: writes a pending audit row (linked at commit); returns its id.';
+
+-- Moves pending row link_id into kvg.audit at chain position link_seq after
+-- prev_hash, and returns its row_hash. Called by kvg_audit_link only, with
+-- the chain's lock held.
+CREATE FUNCTION kvg.audit_move_pending(link_id bigint, link_seq bigint, prev_hash text) RETURNS text
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  r kvg.audit;  -- kvg.audit_pending has the same columns in the same order
+BEGIN
+  DELETE FROM kvg.audit_pending p WHERE p.id = link_id RETURNING p.* INTO STRICT r;
+  r.seq := link_seq;
+  r.prev_hash := audit_move_pending.prev_hash;
+  r.row_hash := kvg.audit_row_hash(r);
+  INSERT INTO kvg.audit SELECT r.*;
+  RETURN r.row_hash;
+END
+$$;
+COMMENT ON FUNCTION kvg.audit_move_pending(bigint, bigint, text) IS
+  'Internal: moves a pending audit row into the chain at a position; returns its row_hash.';
+
+-- Fires when the inserting transaction commits: kvg_audit_link (C) takes the
+-- chain's lock, reads the head with a fresh snapshot (so REPEATABLE READ and
+-- SERIALIZABLE transactions link too) and moves the row into kvg.audit.
+CREATE FUNCTION kvg.audit_link() RETURNS trigger
+AS 'MODULE_PATHNAME', 'kvg_audit_link' LANGUAGE C;
+COMMENT ON FUNCTION kvg.audit_link() IS 'Trigger at commit: links a pending audit row into the hash chain.';
+CREATE CONSTRAINT TRIGGER audit_link_at_commit AFTER INSERT ON kvg.audit_pending
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kvg.audit_link();
+
+-- The first chain position that does not verify, as the id of its row; NULL
+-- when the whole chain does. A row fails when its row_hash is not the hash
+-- of its fields, its prev_hash is not the previous row's row_hash (64 zeros
+-- for the first), or its seq is not its position. If every row verifies but
+-- the head disagrees with the last row, the tail was cut or extended outside
+-- the linker: the answer is then the head's last row when rows are missing
+-- after it, the first row after it when rows were added, or the first row
+-- when the head is missing.
+CREATE FUNCTION kvg.audit_first_bad() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH chain AS (
+    SELECT a.id, a.seq, a.prev_hash, a.row_hash, kvg.audit_row_hash(a) AS recomputed,
+           lag(a.row_hash, 1, repeat('0', 64)) OVER (ORDER BY a.seq) AS expected_prev,
+           row_number() OVER (ORDER BY a.seq) AS position
+    FROM kvg.audit a
+  ), last AS (
+    SELECT id, seq, row_hash FROM kvg.audit ORDER BY seq DESC LIMIT 1
+  ), tail AS (
+    SELECT CASE
+             WHEN h.singleton IS NULL THEN (SELECT id FROM kvg.audit ORDER BY seq LIMIT 1)
+             WHEN l.id IS NULL THEN h.last_id
+             WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN
+               (SELECT id FROM kvg.audit WHERE seq > coalesce(h.last_seq, 0) ORDER BY seq LIMIT 1)
+             WHEN h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_id
+           END AS id
+    FROM last l FULL JOIN kvg.audit_head h ON true
+  )
+  SELECT coalesce(
+    (SELECT id FROM chain
+      WHERE row_hash IS DISTINCT FROM recomputed OR prev_hash IS DISTINCT FROM expected_prev
+         OR seq IS DISTINCT FROM position
+      ORDER BY seq LIMIT 1),
+    (SELECT id FROM tail))
+$$;
+COMMENT ON FUNCTION kvg.audit_first_bad() IS 'Internal: the id of the first audit row that does not verify, or NULL.';
+
+-- Every caller verifies the whole chain, whatever rows it may read: the C
+-- function runs kvg.audit_first_bad with the owner's rights. The shape of
+-- every verify function (docs/sql.md): ok, the first bad thing, and why; a
+-- composite value rather than a set, so that (kvg_audit_verify()).ok can
+-- stand in an expression or a WHERE clause.
+CREATE FUNCTION public.kvg_audit_verify(OUT ok boolean, OUT first_bad bigint, OUT reason text) RETURNS record
+AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_audit_verify() IS
+  'Verifies the whole hash-chained audit trail: ok, or the seq of the first row that does not verify (first_bad) '
+  'and why (reason).';
+
+-- Scale-out (docs/scale-out.md): hot standbys answer from the replicated
+-- library and artifacts; their audit rows are appended here, on the primary,
+-- in its one hash chain. A standby connects with kvg.audit_conninfo as a
+-- member of kvg_audit_writer and calls this function, which may do nothing
+-- else: it reads no audit rows and can write only through it.
+-- The row is kvg.audit_insert's arguments (role as text: the standby's
+-- calling role), inserted as a local call's row and linked into the chain
+-- before it returns, so that the standby learns the row's id, seq and
+-- row_hash. The transaction is the caller's (the standby's one statement),
+-- so the row is committed when the standby has its answer. Refuses rows of
+-- what only a primary does (import, capture, learn, solve), an output_sha256
+-- that does not cover the output, and running on a standby.
+CREATE FUNCTION kvg.audit_append_forwarded(operation text, role text, model_fingerprint text, recipe text,
+                                           input_sha256 text, artifact_sha256 text, output_sha256 text,
+                                           logits_sha256 text, tokens_in integer, tokens_out integer,
+                                           tokens_grafted integer, mode text, knowledge_id bigint,
+                                           verified boolean, output_text text, graft_us bigint,
+                                           prefill_us bigint, decode_us bigint, kv_proven boolean,
+                                           output_bytes bytea)
+RETURNS TABLE (id bigint, seq bigint, row_hash text)
+AS 'MODULE_PATHNAME', 'kvg_audit_append_forwarded' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer, integer,
+                                               integer, text, bigint, boolean, text, bigint, bigint, bigint,
+                                               boolean, bytea) IS
+  'Appends the audit row of a call a hot standby answered; for kvg_audit_writer (docs/scale-out.md).';
+
+-- Audit rows from_seq..to_seq (either bound open when NULL) with every field
+-- of their row hash, the output among them, so that a third party can
+-- re-check each hash, the links and the outputs, and re-score answers,
+-- without kvg or the database (scripts/kvg-manifest-check.py).
+CREATE FUNCTION public.kvg_manifest(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT jsonb_build_object(
+    'format', 'kvg-manifest-v2',
+    'from_seq', kvg_manifest.from_seq,
+    'to_seq', kvg_manifest.to_seq,
+    'head', (SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
+             FROM kvg.audit_head h),
+    'entries', coalesce(jsonb_agg(jsonb_build_object(
+        'row_encoding', a.row_encoding,
+        'id', a.id,
+        'seq', a.seq,
+        'at', (extract(epoch FROM a.at) * 1000000)::bigint,
+        'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'role', a.role,
+        'operation', a.operation,
+        'model_fingerprint', a.model_fingerprint,
+        'recipe', a.recipe,
+        'input_sha256', a.input_sha256,
+        'artifact_sha256', a.artifact_sha256,
+        'output_sha256', a.output_sha256,
+        'logits_sha256', a.logits_sha256,
+        'tokens_in', a.tokens_in,
+        'tokens_out', a.tokens_out,
+        'tokens_grafted', a.tokens_grafted,
+        'mode', a.mode,
+        'knowledge_id', a.knowledge_id,
+        'verified', a.verified,
+        'output_text', a.output_text,
+        'graft_us', a.graft_us,
+        'prefill_us', a.prefill_us,
+        'decode_us', a.decode_us,
+        'kv_proven', a.kv_proven,
+        'output_bytes', encode(a.output_bytes, 'hex'),
+        'prev_hash', a.prev_hash,
+        'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
+  FROM kvg.audit a
+  WHERE (kvg_manifest.from_seq IS NULL OR a.seq >= kvg_manifest.from_seq)
+    AND (kvg_manifest.to_seq IS NULL OR a.seq <= kvg_manifest.to_seq)
+$$;
+COMMENT ON FUNCTION public.kvg_manifest(bigint, bigint) IS
+  'Audit rows from_seq..to_seq with everything needed to re-check their hashes and outputs offline '
+  '(scripts/kvg-manifest-check.py).';
+
+-- Artifact functions (no model needed except to verify an import) -----------------------
+
+CREATE FUNCTION public.kvg_import(data bytea, verify boolean DEFAULT true) RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_import' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION public.kvg_import(bytea, boolean) IS
+  'Validates an artifact, recomputes its KV with kvg.model and refuses it unless the bytes are equal (verify), '
+  'stores it once and returns its SHA-256. verify => false stores it unverified: never grafted unless asked for.';
+
+CREATE FUNCTION public.kvg_export(artifact text) RETURNS bytea
+AS 'MODULE_PATHNAME', 'kvg_export' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION public.kvg_export(text) IS 'The stored bytes of an artifact, hash-checked.';
+
+CREATE FUNCTION public.kvg_artifact_verify(artifact text, OUT ok boolean, OUT first_bad text, OUT reason text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'kvg_artifact_verify' LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION public.kvg_artifact_verify(text) IS
+  'Re-reads and re-checks a stored artifact: ok, or the artifact (first_bad) and why it is damaged (reason).';
+
+-- Each backend keeps the bytes of artifacts it has read and hashed in full
+-- (up to kvg.artifact_cache_memory, a superuser setting; 0: off), so that a
+-- recurring graft copies them instead of reading and hashing them again
+-- (docs/artifact-lifecycle.md). Statistics are views (docs/sql.md); this
+-- one reads the calling backend's state, as pg_stat_statements' view reads
+-- shared memory through a function.
+CREATE FUNCTION kvg.artifact_cache_stats()
+RETURNS TABLE (entries bigint, bytes bigint, capacity bigint, hits bigint, misses bigint, evictions bigint)
+AS 'MODULE_PATHNAME', 'kvg_artifact_cache_stats' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION kvg.artifact_cache_stats() IS 'The calling backend''s verified-artifact cache (view kvg.artifact_cache).';
+CREATE VIEW kvg.artifact_cache AS SELECT * FROM kvg.artifact_cache_stats();
+COMMENT ON VIEW kvg.artifact_cache IS
+  'This backend''s verified-artifact cache: entries, bytes, capacity (kvg.artifact_cache_memory), and hits, misses '
+  'and evictions since the backend started.';
+
+-- Engine functions --------------------------------------------------------------------------
+-- They load the model kvg.model names (once per backend), and each inference
+-- call appends one row to kvg.audit.
+
+CREATE FUNCTION public.kvg_capture(prefix text, artifact text DEFAULT NULL) RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_capture(text, text) IS
+  'Computes the KV cache of prefix (continuing the artifact''s chain when one is given), stores it as an artifact, '
+  'returns its SHA-256.';
+
+CREATE FUNCTION public.kvg_generate(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                    seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate(text, integer, text, bigint, double precision) IS
+  'Generates up to max_tokens tokens after prompt (which continues the artifact''s text when one is given); '
+  'temperature 0 is greedy, seed NULL means 0.';
+
+-- A model emits bytes, which need not be UTF-8; kvg_generate returns them as
+-- valid text (docs/output-bytes.md), this returns them as they are (their
+-- SHA-256 is the audit row's output_sha256).
+CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                          seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) IS
+  'kvg_generate, returning the raw output bytes (which need not be UTF-8) instead of text.';
+
+CREATE FUNCTION public.kvg_graft_check(artifact text, continuation text, samples integer DEFAULT 1)
+RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max double precision,
+               argmax_agreement double precision, exact boolean)
+AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
+COMMENT ON FUNCTION public.kvg_graft_check(text, text, integer) IS
+  'Grafts the artifact and evaluates continuation, recomputes the whole prompt in one pass, and compares the logits.';
+
+CREATE FUNCTION public.kvg_model_info() RETURNS jsonb
+AS 'MODULE_PATHNAME', 'kvg_model_info' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_model_info() IS 'The model kvg.model names and how this backend runs it.';
+
+-- A conversation answered as the model's assistant, laid out in the chat
+-- format of the model's tokenizer.chat_template (docs/chat.md). The audit row
+-- has operation 'chat' and input_sha256 of the laid-out prompt text.
+CREATE FUNCTION public.kvg_chat(messages jsonb, max_tokens integer DEFAULT 32, format text DEFAULT 'auto',
+                                seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_chat' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_chat(jsonb, integer, text, bigint, double precision) IS
+  'The assistant''s answer to messages ([{"role": "system|user|assistant", "content": "..."}, ...], the last the '
+  'user''s), laid out in the model''s chat format (format: auto, plain, chatml, llama3, gemma, phi3, mistral); '
+  'stops at the end of its turn; temperature 0 is greedy, seed NULL means 0.';
+
+-- What kvg_chat asks the model, without running it.
+CREATE FUNCTION public.kvg_chat_prompt(messages jsonb, format text DEFAULT 'auto')
+RETURNS TABLE (format text, prompt text, tokens integer[])
+AS 'MODULE_PATHNAME', 'kvg_chat_prompt' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_chat_prompt(jsonb, text) IS
+  'The chat format, laid-out prompt text and prompt tokens kvg_chat would use for messages (no model run, no audit row).';
+
+-- The multi-block context of docs/composition.md: artifacts captured on
+-- their own, placed one after another without recomputation. Cheap and NOT exact:
+-- the result says exact = false; the audit row has mode 'positional' and
+-- kv_proven = false. Refused (0A000) while kvg.require_exact is on.
+CREATE FUNCTION public.kvg_generate_positional(artifacts text[], prompt text, max_tokens integer DEFAULT 32)
+RETURNS TABLE (output text, exact boolean, tokens_composed integer, tokens_prefilled integer,
+               tokens_decoded integer, compose_ms double precision, decode_ms double precision, audit_id bigint)
+AS 'MODULE_PATHNAME', 'kvg_generate_positional' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION public.kvg_generate_positional(text[], text, integer) IS
+  'Places the artifacts (chains from position 0) one after another, re-rotating their keys, evaluates '
+  'prompt after them and decodes greedily: cheap, NOT exact (exact is always false).';
+
+-- The verified-knowledge library (docs/flywheel.md) --------------------------------------------
+
+-- The question key's normal form: ASCII letters lower-cased, every run of
+-- ASCII whitespace one space, and spaces and ASCII punctuation stripped from
+-- both ends. ASCII only, so that a key never depends on the database's
+-- locale or collation; other characters are kept as they are.
+CREATE FUNCTION kvg.normalize_question(question text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT regexp_replace(
+           regexp_replace(translate(question, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
+                          '[\x09-\x0d ]+', ' ', 'g'),
+           '^[\x09-\x0d\x20-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+|[\x09-\x0d\x20-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+$',
+           '', 'g')
+$$;
+COMMENT ON FUNCTION kvg.normalize_question(text) IS
+  'The question key''s normal form: ASCII lower case, whitespace runs one space, punctuation trimmed from the ends.';
+
+-- SHA-256 (lowercase hex) of the normal form's UTF-8 bytes.
+CREATE FUNCTION kvg.question_key(question text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT encode(sha256(convert_to(kvg.normalize_question(question), 'UTF8')), 'hex')
+$$;
+COMMENT ON FUNCTION kvg.question_key(text) IS 'SHA-256 of a question''s normal form: the library''s key.';
+
+-- The words of an answer, as the verifiers compare them: ASCII letters
+-- lower-cased, every other ASCII character that is not a digit a separator,
+-- words joined by one space. ("Red!" and "red" are the same answer.)
+CREATE FUNCTION kvg.answer_words(answer text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT btrim(regexp_replace(translate(answer, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
+                              '[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+', ' ', 'g'), ' ')
+$$;
+COMMENT ON FUNCTION kvg.answer_words(text) IS 'An answer''s words as the verifiers compare them.';
+
+-- Whether `candidate` passes a built-in verifier, in the canonical form
+-- kvg_learn stores:
+--   contains          the words of `reference` occur, in order and adjacent,
+--                     among the words of `candidate`
+--   exact:<text>      the candidate's words are the words of <text>
+--   regex:<pattern>   the candidate matches <pattern> (a PostgreSQL regular expression)
+-- Function verifiers ("schema"."name") run from C with the depositor's
+-- rights (extension/src/verifier.cpp), never through here.
+CREATE FUNCTION kvg.verify(verifier text, question text, candidate text, reference text) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF verifier = 'contains' THEN
+    RETURN kvg.answer_words(reference) <> ''
+       AND position(' ' || kvg.answer_words(reference) || ' ' IN ' ' || kvg.answer_words(candidate) || ' ') > 0;
+  ELSIF starts_with(verifier, 'exact:') THEN
+    RETURN kvg.answer_words(candidate) = kvg.answer_words(substr(verifier, 7));
+  ELSIF starts_with(verifier, 'regex:') THEN
+    RETURN candidate ~ substr(verifier, 7);
+  END IF;
+  RAISE EXCEPTION 'kvg.verify runs the built-in verifiers only, not %', verifier
+    USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+COMMENT ON FUNCTION kvg.verify(text, text, text, text) IS
+  'Whether candidate passes a built-in verifier (contains, exact:, regex:).';
+
+-- What a function verifier is pinned to: its definition (schema, name,
+-- arguments, language, body, volatility, SECURITY DEFINER, SET options) and
+-- its owner. A verifier whose pin changed is not run: the entry fails closed.
+CREATE FUNCTION kvg.function_pin(fn regprocedure) RETURNS text
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT encode(sha256(convert_to(
+           'kvg-verifier-pin-v1' || E'\n' || pg_get_functiondef(p.oid) || E'\n'
+           || pg_get_userbyid(p.proowner)::text || E'\n' || p.prosecdef::text || E'\n'
+           || coalesce(array_to_string(p.proconfig, E'\n'), ''),
+         'UTF8')), 'hex')
+  FROM pg_proc p WHERE p.oid = fn
+$$;
+COMMENT ON FUNCTION kvg.function_pin(regprocedure) IS
+  'What a function verifier is pinned to at deposit: its definition and owner, hashed.';
+
+-- The library: one verified solution per question.
+CREATE TABLE kvg.knowledge (
+  id              bigserial PRIMARY KEY,
+  question        text NOT NULL,
+  question_key    text NOT NULL UNIQUE CHECK (question_key ~ '^[0-9a-f]{64}$'),
+  solution        text NOT NULL,
+  answer          text NOT NULL,
+  verifier        text NOT NULL,   -- canonical form (kvg.verify, or a function's "schema"."name")
+  evidence        text NOT NULL,   -- what the verifier found
+  verified_at     timestamptz NOT NULL DEFAULT now(),
+  verified_by     name NOT NULL,
+  -- The leaf of the chain of the prompt that holds solution and question
+  -- (kvg.knowledge_template when it was learned). Deferred like
+  -- artifacts.parent_sha256, so that pg_restore may load either table first.
+  artifact_sha256 text NOT NULL REFERENCES kvg.artifacts DEFERRABLE INITIALLY DEFERRED,
+  solve_tokens    bigint CHECK (solve_tokens >= 0),  -- what solving it cost, when known
+  -- What routing compares questions with (kvg.related_knowledge).
+  lexemes         text[] GENERATED ALWAYS AS
+                    (tsvector_to_array(to_tsvector('english'::regconfig, question || ' ' || solution))) STORED,
+  verifier_pin    text CHECK (verifier_pin ~ '^[0-9a-f]{64}$')
+);
+CREATE INDEX ON kvg.knowledge USING gin (lexemes);
+CREATE INDEX ON kvg.knowledge (artifact_sha256);
+COMMENT ON TABLE kvg.knowledge IS
+  'Verified solutions, one per normalized question, each with the artifact of its prompt; see docs/flywheel.md.';
+COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
+  'For a function verifier: kvg.function_pin at deposit. NULL (for a function) fails closed: learn it again.';
+
+-- An entry states what was verified; replace it by deleting it and learning again.
+CREATE TRIGGER knowledge_immutable BEFORE UPDATE ON kvg.knowledge
+  FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
+    'A verified entry is not edited; delete it and call kvg_learn again.');
+
+-- Entries related to a question (transfer routing), most similar first: the
+-- similarity is the share of the question's lexemes (English stemming, stop
+-- words dropped) that occur in the entry's question or solution. Read
+-- through the GIN index on lexemes with few candidates: an entry of
+-- similarity >= min_similarity shares at least m of the question's n
+-- lexemes (m the least count with m / n >= min_similarity, and at least 1),
+-- so it shares at least one of ANY n - m + 1 of them. Those are chosen
+-- rarest first by the column's statistics (pg_stats.most_common_elems; a
+-- lexeme not listed there is rarer than every listed one), so a common word
+-- in the question does not make every entry holding it a candidate. Which
+-- lexemes are chosen changes only the work, never the rows returned
+-- (docs/library-scale.md).
+CREATE FUNCTION kvg.related_knowledge(question text, min_similarity double precision, max_entries integer)
+RETURNS TABLE (id bigint, similarity double precision)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  q text[] := tsvector_to_array(to_tsvector('english'::regconfig, question));
+  n integer := cardinality(q);
+  m integer;
+  common text[];
+  freqs real[];
+  probe text[];
+BEGIN
+  IF n = 0 THEN RETURN; END IF;
+  SELECT coalesce(min(c), n) INTO m FROM generate_series(1, n) c WHERE c::float8 / n >= min_similarity;
+  SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs INTO common, freqs
+  FROM pg_stats s WHERE s.schemaname = 'kvg' AND s.tablename = 'knowledge' AND s.attname = 'lexemes';
+  SELECT array_agg(l ORDER BY f, l) INTO probe
+  FROM (SELECT l, coalesce(freqs[array_position(common, l)], 0) AS f FROM unnest(q) l ORDER BY f, l LIMIT n - m + 1) r;
+  RETURN QUERY
+    SELECT k.id, s.similarity
+    FROM kvg.knowledge k,
+         LATERAL (SELECT cardinality(ARRAY(SELECT unnest(q) INTERSECT SELECT unnest(k.lexemes)))::float8 / n
+                   AS similarity) s
+    WHERE k.lexemes && probe AND s.similarity >= min_similarity
+    ORDER BY s.similarity DESC, k.id
+    LIMIT max_entries;
+END $$;
+COMMENT ON FUNCTION kvg.related_knowledge(text, double precision, integer) IS
+  'Library entries related to a question (transfer routing), most similar first.';
+
+-- kvg_learn and kvg_solve both take the question, then the verifier.
+CREATE FUNCTION public.kvg_learn(question text, verifier text, solution text, answer text,
+                                 solve_tokens bigint DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'kvg_learn' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_learn(text, text, text, text, bigint) IS
+  'Checks the entry (solution, answer) with its verifier, captures the artifact of its prompt and stores it in '
+  'kvg.knowledge; returns its id (the same id when the same entry is learned again).';
+
+CREATE FUNCTION public.kvg_solve(question text, verifier text, max_tokens integer DEFAULT 32,
+                                 attempts integer DEFAULT 3)
+RETURNS TABLE (attempt integer, answer text, verified boolean, tokens_decoded integer, solve_tokens bigint,
+               decode_ms double precision, knowledge_id bigint, audit_id bigint)
+AS 'MODULE_PATHNAME', 'kvg_solve' LANGUAGE C VOLATILE ROWS 3;
+COMMENT ON FUNCTION public.kvg_solve(text, text, integer, integer) IS
+  'Answers the question from scratch (greedy, then sampled), checks each attempt with the verifier and '
+  'learns the first verified one with what it cost; one row per attempt.';
+
+CREATE FUNCTION public.kvg_answer_detail(question text, max_tokens integer DEFAULT 32)
+RETURNS TABLE (answer text, mode text, verified boolean, knowledge_id bigint, artifact text, tokens_grafted integer,
+               tokens_prefilled integer, tokens_decoded integer, graft_ms double precision,
+               decode_ms double precision, audit_id bigint)
+AS 'MODULE_PATHNAME', 'kvg_answer_detail' LANGUAGE C VOLATILE ROWS 1;
+COMMENT ON FUNCTION public.kvg_answer_detail(text, integer) IS
+  'Answers from the library: recurring (the question is known: graft its artifact), transfer (related entries '
+  'as context) or cold; one line of answer, with how it was made.';
+
+CREATE FUNCTION public.kvg_answer(question text, max_tokens integer DEFAULT 32) RETURNS text
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$ SELECT d.answer FROM public.kvg_answer_detail(question, max_tokens) d $$;
+COMMENT ON FUNCTION public.kvg_answer(text, integer) IS 'The answer of kvg_answer_detail.';
+
+-- Accounting over the audit rows the caller may see (security_invoker: the
+-- audit's row-level security applies): per routing mode (and 'all'), what
+-- was grafted, prefilled and decoded, and what grafting cost and avoided.
+-- Every figure is a count or a time, never negative. graft_ms is the time
+-- the grafts took; recompute_ms estimates what prefilling the grafted
+-- positions instead would have taken, from this model's measured prefill
+-- cost per token (calls that prefilled at least 8 tokens; not solve
+-- attempts, whose later attempts reuse the first one's prompt). They are
+-- two figures, not one difference: a first graft of an artifact reads its
+-- large object and hashes every byte, which on a small model takes longer
+-- than recomputing its tokens (a "saving" of -8 ms), and later grafts are
+-- served from the verified-artifact cache. solve_tokens_saved is, per
+-- recurring answer, the entry's recorded solve cost less what the answer
+-- computed, or 0 when the answer computed more.
+CREATE VIEW kvg.stats WITH (security_invoker = true) AS
+WITH calls AS (
+  SELECT a.*, a.tokens_in - coalesce(a.tokens_grafted, 0) AS tokens_prefilled FROM kvg.audit a
+), rate AS (
+  SELECT model_fingerprint, sum(prefill_us)::float8 / sum(tokens_prefilled) AS prefill_us_per_token
+  FROM calls WHERE prefill_us IS NOT NULL AND tokens_prefilled >= 8 AND operation <> 'solve'
+  GROUP BY model_fingerprint
+), answers AS (
+  SELECT c.mode, c.verified, c.tokens_grafted, c.tokens_prefilled, c.tokens_out AS tokens_decoded,
+         c.graft_us, c.prefill_us, c.decode_us, r.prefill_us_per_token, k.solve_tokens
+  FROM calls c
+  LEFT JOIN rate r ON r.model_fingerprint = c.model_fingerprint
+  LEFT JOIN kvg.knowledge k ON k.id = c.knowledge_id AND c.mode = 'recurring'
+  WHERE c.operation = 'answer'
+)
+SELECT coalesce(mode, 'all') AS mode,
+       count(*) AS answers,
+       count(*) FILTER (WHERE verified) AS verified,
+       sum(tokens_grafted) AS tokens_grafted,
+       sum(tokens_prefilled) AS tokens_prefilled,
+       sum(tokens_decoded) AS tokens_decoded,
+       round(avg(tokens_decoded), 2) AS decoded_per_answer,
+       round(avg(graft_us + prefill_us + decode_us) / 1000, 3) AS ms_per_answer,
+       round(sum(graft_us)::numeric / 1000, 3) AS graft_ms,
+       round(sum(tokens_grafted * prefill_us_per_token)::numeric / 1000, 3) AS recompute_ms,
+       -- NULL where there is no solve cost to compare with; never below 0.
+       sum(CASE WHEN solve_tokens - tokens_prefilled - tokens_decoded < 0 THEN 0
+                ELSE solve_tokens - tokens_prefilled - tokens_decoded END) AS solve_tokens_saved
+FROM answers
+GROUP BY ROLLUP (answers.mode)
+ORDER BY grouping(answers.mode), answers.mode;
+COMMENT ON VIEW kvg.stats IS 'Answers by mode and what grafting saved; see docs/flywheel.md.';
+
+-- No orphaned large objects (docs/artifact-lifecycle.md) --------------------------------------
+
+-- Large objects cannot be extension members, so DROP EXTENSION kvg (or DROP
+-- SCHEMA kvg CASCADE) would leave every artifact's object behind. This event
+-- trigger fires before such a command (ddl_command_start: kvg.artifacts still
+-- exists) and unlinks them in the same transaction, so a drop that fails or
+-- rolls back keeps them. It has to fire before: an sql_drop trigger that is
+-- itself a member of the extension is gone, with the artifacts table, by the
+-- time sql_drop triggers run.
+CREATE FUNCTION kvg.drop_guard() RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'kvg_drop_guard' LANGUAGE C;
+COMMENT ON FUNCTION kvg.drop_guard() IS
+  'Event trigger: DROP EXTENSION kvg or DROP SCHEMA kvg unlinks the artifacts'' large objects first.';
+CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
+  WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA') EXECUTE FUNCTION kvg.drop_guard();
+
+-- Both directions of orphan: a large object that looks like an artifact
+-- (owned by kvg's owner, beginning with the magic "KVGA") without a
+-- kvg.artifacts row, and a row whose large object is gone.
+CREATE FUNCTION public.kvg_orphans()
+RETURNS TABLE (kind text, loid oid, artifact text, bytes bigint)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT 'object_without_row', m.oid, NULL::text,
+         (SELECT sum(length(p.data)) FROM pg_largeobject p WHERE p.loid = m.oid)::bigint
+  FROM pg_largeobject_metadata m
+  WHERE m.lomowner = (SELECT nspowner FROM pg_namespace WHERE nspname = 'kvg')
+    AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.loid = m.oid)
+    AND lo_get(m.oid, 0, 4) = '\x4b564741'::bytea
+  UNION ALL
+  SELECT 'row_without_object', a.loid, a.sha256, a.bytes
+  FROM kvg.artifacts a
+  WHERE NOT EXISTS (SELECT FROM pg_largeobject_metadata m WHERE m.oid = a.loid)
+  ORDER BY 1, 2
+$$;
+COMMENT ON FUNCTION public.kvg_orphans() IS
+  'Artifact large objects without a kvg.artifacts row, and rows without their large object (none: consistent).';
+
+-- Unlinks the objects kvg_orphans() finds without a row (left by a DROP
+-- OWNED, or a restore into a database that held some): returns how many.
+-- Rows without an object are reported, never deleted: their content is
+-- gone, and deciding that is the owner's.
+CREATE FUNCTION public.kvg_vacuum() RETURNS bigint
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT count(lo_unlink(o.loid)) FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row'
+$$;
+COMMENT ON FUNCTION public.kvg_vacuum() IS
+  'Unlinks artifact large objects that no kvg.artifacts row names; returns how many.';
+
+-- pg_dump -----------------------------------------------------------------------------------
+-- pg_dump saves the rows of these tables (large objects are dumped anyway and
+-- keep their OIDs on restore, so loid stays valid). Not kvg.audit_pending:
+-- it is empty between transactions.
+
+SELECT pg_catalog.pg_extension_config_dump('kvg.artifacts', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.audit', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.audit_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.audit_head', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge_id_seq', '');
+
+-- Privileges ----------------------------------------------------------------------------------
+-- Functions are executable by PUBLIC when created; take that back from every
+-- function of the extension, then grant each role what it needs. (Tables,
+-- views and sequences grant PUBLIC nothing to begin with.)
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA kvg FROM PUBLIC;
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN
+    SELECT p.oid::regprocedure
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+    JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid AND e.extname = 'kvg'
+    WHERE p.pronamespace = 'public'::regnamespace
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+  END LOOP;
+END
+$$;
+
+-- kvg_user: the engine, the artifacts, the library, its own audit rows.
+GRANT USAGE ON SCHEMA kvg TO kvg_user;
+GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
+                kvg.artifact_cache TO kvg_user;
+GRANT EXECUTE ON FUNCTION
+  public.kvg_import(bytea, boolean),
+  public.kvg_export(text),
+  public.kvg_artifact_verify(text),
+  public.kvg_capture(text, text),
+  public.kvg_generate(text, integer, text, bigint, double precision),
+  public.kvg_generate_bytes(text, integer, text, bigint, double precision),
+  public.kvg_graft_check(text, text, integer),
+  public.kvg_model_info(),
+  public.kvg_chat(jsonb, integer, text, bigint, double precision),
+  public.kvg_chat_prompt(jsonb, text),
+  public.kvg_generate_positional(text[], text, integer),
+  public.kvg_learn(text, text, text, text, bigint),
+  public.kvg_solve(text, text, integer, integer),
+  public.kvg_answer_detail(text, integer),
+  public.kvg_answer(text, integer),
+  public.kvg_audit_verify(),
+  kvg.audit_row_hash(kvg.audit),
+  kvg.audit_field(text),
+  kvg.artifact_cache_stats(),
+  -- The C code calls these as the caller (a verifier must run with the
+  -- caller's rights); they are harmless to call directly.
+  kvg.normalize_question(text),
+  kvg.question_key(text),
+  kvg.answer_words(text),
+  kvg.verify(text, text, text, text),
+  kvg.related_knowledge(text, double precision, integer)
+TO kvg_user;
+
+-- kvg_auditor: every audit row, and manifests (which hold every role's rows).
+GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
+GRANT SELECT ON kvg.audit, kvg.audit_head TO kvg_auditor;
+GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
+                          kvg.audit_row_hash(kvg.audit), kvg.audit_field(text) TO kvg_auditor;
+
+-- kvg_audit_writer: a standby's one way in.
+GRANT USAGE ON SCHEMA kvg TO kvg_audit_writer;
+GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer,
+                                                     integer, integer, text, bigint, boolean, text, bigint, bigint,
+                                                     bigint, boolean, bytea) TO kvg_audit_writer;
+
+-- kvg_orphans and kvg_vacuum stay with the extension's owner (and superusers):
+-- they read and unlink large objects of every role.
