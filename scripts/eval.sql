@@ -88,7 +88,7 @@ BEGIN
     -- kvg_learn refuses a solution its verifier rejects; the harness skips those, as kvg eval does.
     CONTINUE WHEN NOT (CASE WHEN i.verifier = 'contains' THEN kvg.verify('contains', i.question, solution, i.answer)
                             ELSE pg_temp.eval_verify(i.verifier, i.question, i.answer, i.answer) END);
-    PERFORM kvg_learn(i.question, solution, i.answer, i.verifier);
+    PERFORM kvg_learn(question => i.question, verifier => i.verifier, solution => solution, answer => i.answer);
   END LOOP;
   FOR i IN SELECT * FROM eval_items ORDER BY n LOOP
     PERFORM pg_temp.ask(CASE WHEN i.n <= learn THEN 'recurring' ELSE 'transfer' END, i, max_tokens);
