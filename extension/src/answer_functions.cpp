@@ -63,6 +63,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
+  options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the answer
   options.on_token = [&line](int32_t token) { return line.feed(token); };
   const GenerateResult r =
       generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
