@@ -42,5 +42,9 @@ int cmd_capture(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_graft_check(const Args& args);
 int cmd_synth_artifact(const Args& args);
+// Recomputes one audit row's output (cli/cmd_reproduce.cpp).
+int cmd_reproduce(const Args& args);
+// Measures the flywheel: cold vs recurring vs transfer (cli/cmd_eval.cpp).
+int cmd_eval(const Args& args);
 
 }  // namespace kvg::cli

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/utf8.hpp"
 
 namespace kvg {
 
@@ -94,24 +95,6 @@ class Reader {
     if (lo < 0xDC00 || lo > 0xDFFF) fail("a high surrogate without its low half");
     return 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
   }
-  static void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xC0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += char(0xE0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    } else {
-      out += char(0xF0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3F));
-      out += char(0x80 | ((cp >> 6) & 0x3F));
-      out += char(0x80 | (cp & 0x3F));
-    }
-  }
-
   std::string_view s_;
   size_t at_ = 0;
 };

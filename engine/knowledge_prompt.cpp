@@ -47,6 +47,8 @@ KnowledgeTemplate knowledge_template_for(const Model& model, std::string_view se
   const ChatMessage turn{"user", "{solution}\nQuestion: {question}"};
   KnowledgeTemplate t = KnowledgeTemplate::parse(chat_text(lay_out_chat(*style, {turn})));
   t.markers = special_markers(model.tokenizer(), style->format);
+  const std::string_view end = end_of_turn_marker(style->format);
+  if (const int32_t id = end.empty() ? -1 : model.tokenizer().special_id(end); id >= 0) t.stop_tokens.push_back(id);
   return t;
 }
 

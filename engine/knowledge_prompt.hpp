@@ -35,6 +35,11 @@ struct KnowledgeTemplate {
   // their special tokens (engine/chat_prompt.hpp); empty for a template given
   // as text, which is all text.
   std::vector<std::string> markers;
+  // Where an answer ends besides EOS and the vocabulary's end-of-turn tokens:
+  // the chat format's end marker when it is a token of the vocabulary (an
+  // instruct model closes its turn with it, and it need not be EOS: Gemma's
+  // <end_of_turn>). Empty for a template given as text.
+  std::vector<int32_t> stop_tokens;
 
   // The template must hold {solution} and then {question}, once each: the
   // solution comes first so that its KV is a prefix shared by every question

@@ -5,7 +5,8 @@
 
 Reads DIR/many.* (pgbench's per-transaction logs: client, transaction,
 latency in microseconds, script number, epoch seconds, microseconds) and
-prints one row per script: transactions, transactions per second, p50, p99.
+prints one row per script, and one for them all: transactions, transactions per
+second, p50, p99.
 """
 import glob
 import sys
@@ -38,12 +39,13 @@ def main():
                 latencies.setdefault(script, []).append(latency / 1000.0)
     span = (last - first) if first is not None and last > first else float("nan")
     print(f"{'function (script)':<34} {'calls':>7} {'calls/s':>9} {'p50 ms':>9} {'p99 ms':>9}")
-    total = 0
+    every = []
     for i, name in enumerate(names):
         v = latencies.get(i, [])
-        total += len(v)
+        every += v
         print(f"{name:<34} {len(v):>7} {len(v) / span:>9.1f} {percentile(v, 50):>9.2f} {percentile(v, 99):>9.2f}")
-    print(f"{'all':<34} {total:>7} {total / span:>9.1f}")
+    print(f"{'all':<34} {len(every):>7} {len(every) / span:>9.1f} {percentile(every, 50):>9.2f} "
+          f"{percentile(every, 99):>9.2f}")
 
 
 if __name__ == "__main__":

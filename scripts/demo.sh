@@ -12,7 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 db=kvg_demo
-phases=6
+phases=7
 phase() { echo; echo "== [$1/$phases] $2"; }
 
 # The model first: a wrong path should fail now, not after minutes of building.
@@ -62,6 +62,12 @@ psql -X -q -d "$db" -v model="$server_model" -v manifest="$manifest" -f "$repo/s
 
 phase 6 "The manifest re-checked without the engine (scripts/kvg-manifest-check.py)"
 python3 "$repo/scripts/kvg-manifest-check.py" "$manifest"
+
+phase 7 "The flywheel measured on a model that reads (kvg eval, tests/data/models/digit-rule-reader.gguf)"
+# Cold vs recurring vs transfer on 200 questions of a seed the model never saw,
+# half of them of rule families it was never trained on (docs/flywheel.md).
+"$repo/build/cli/kvg" eval --model "$repo/tests/data/models/digit-rule-reader.gguf" --generator digit-rule \
+  --seed 2026 --count 200 --template $'{solution}\n{question}' 2>/dev/null
 
 cat <<EOF2
 

@@ -14,6 +14,11 @@ packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
 # scripts/test.sh asks for them; the demo not.
 [ "${1:-}" = --tests ] && packages+=(python3-matplotlib chromium clang libclang-rt-14-dev
                                      debhelper postgresql-server-dev-all lintian)
+# --with-training: what retraining the reader model (tools/train-reader) and
+# plotting kvg eval's results (scripts/eval-plot.py) need: PyTorch on the CPU,
+# OpenBLAS (several times faster than the reference BLAS), matplotlib. No
+# test needs them: the trained model is vendored.
+[ "${1:-}" = --with-training ] && packages+=(python3-torch libopenblas0-pthread python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Checks a kvg manifest (SELECT kvg_manifest(...)) without kvg or a database.
 
-    kvg-manifest-check.py MANIFEST.json [--answers KEY.json]
+    kvg-manifest-check.py MANIFEST.json [--answers KEY.json] [--expect-head HASH]
 
 For every audit row in the manifest it recomputes
 
   * the row hash, from the row's fields, by the canonical encoding of
-    docs/audit-chain.md the row names (kvg-audit-v3, the one encoding);
+    docs/audit-chain.md the row names (kvg-audit-v4, the one encoding);
   * the chain link: rows follow each other in chain order (seq 1, 2, ...),
     each row's prev_hash is the previous row's row_hash (and 64 zeros for
     the chain's first row), and the head, when the manifest reaches it,
@@ -24,6 +24,10 @@ right answer; an 'answer' row whose input_sha256 is the SHA-256 of a key's
 question is right when the answer's words contain the key's words (the rule of
 the 'contains' verifier, docs/flywheel.md). It prints the score per mode.
 
+When the chain holds it prints the row_hash it ends on (the head to record
+somewhere you trust); with --expect-head HASH the chain must end on that hash (a head
+recorded earlier, when the manifest stops there).
+
 Exits 0 when every hash and link holds, 1 on any mismatch (each one is printed
 to stderr), 2 when the file cannot be read. Standard library only.
 """
@@ -37,10 +41,12 @@ ZERO_HASH = "0" * 64
 # The fields of each row encoding, in order (docs/audit-chain.md). A row
 # names its encoding, so that a later one can be added beside this one.
 ENCODINGS = {
-    "kvg-audit-v3": ["id", "seq", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256",
+    "kvg-audit-v4": ["id", "seq", "at", "role", "operation", "model_fingerprint", "recipe", "input_sha256",
                      "artifact_sha256", "output_sha256", "logits_sha256", "tokens_in", "tokens_out",
                      "tokens_grafted", "mode", "knowledge_id", "verified", "output_text", "graft_us",
-                     "prefill_us", "decode_us", "kv_proven", "output_bytes", "prev_hash"],
+                     "prefill_us", "decode_us", "kv_proven", "output_bytes", "caller_xid", "session_role",
+                     "temperature", "top_p", "seed", "max_tokens", "stop_reason", "prompt_tokens_sha256",
+                     "template_sha256", "artifact_chain", "prev_hash"],
 }
 
 
@@ -149,6 +155,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("manifest")
     parser.add_argument("--answers", help="JSON object: question -> right answer")
+    parser.add_argument("--expect-head", metavar="HASH",
+                        help="the row_hash the chain must end on: a head recorded outside the database")
     args = parser.parse_args()
     try:
         with open(args.manifest, encoding="utf-8") as f:
@@ -162,14 +170,22 @@ def main():
         return 2
 
     problems = check(manifest)
+    entries = manifest.get("entries", [])
+    last = entries[-1] if entries else None
+    if args.expect_head is not None and (last is None or last.get("row_hash") != args.expect_head.lower()):
+        problems.append((last.get("id") if last else None,
+                         f"the chain ends on {last.get('row_hash') if last else 'no row'}, not on the expected head "
+                         f"{args.expect_head}"))
     for rid, message in problems:
         print(f"audit row {rid}: {message}", file=sys.stderr)
-    entries = manifest.get("entries", [])
     outputs = sum(1 for e in entries if e.get("output_text") is not None)
     if problems:
         print(f"manifest REJECTED: {len(problems)} problem(s) in {len(entries)} rows")
     else:
         print(f"manifest ok: {len(entries)} rows, every row hash and chain link holds, {outputs} outputs re-hashed")
+        if last is not None:
+            # What to record outside the database, and compare with next time.
+            print(f"ends at seq {last.get('seq')}: head {last.get('row_hash')}")
     positional = sum(1 for e in entries if e.get("mode") == "positional")
     if positional:
         print(f"{positional} row(s) NOT exact: positional compositions (mode 'positional', docs/composition.md)")

@@ -5,7 +5,8 @@
 # the postgres user cannot reach the checkout, in /var/tmp/kvg-pg-<hash>: see
 # scripts/pg-env.sh). Every command is idempotent.
 #
-#   scripts/pg-cluster.sh start        initdb if needed, install kvg, start,
+#   scripts/pg-cluster.sh start        initdb if needed, install kvg, (re)start with kvg
+#                                      preloaded (shared_preload_libraries),
 #                                      copy the test models where the server reads them
 #   scripts/pg-cluster.sh stop
 #   scripts/pg-cluster.sh status
@@ -61,18 +62,33 @@ synchronous_commit = off
 full_page_writes = off
 max_connections = 20
 shared_buffers = 64MB
+# kvg is loaded at server start: its settings, and its audit writers
+# (background workers, one per database with calls in flight).
+shared_preload_libraries = 'kvg'
+max_worker_processes = 16
 CONF
 }
 
 running() { as_postgres "$pg_bin/pg_ctl" -D "$pg_data" status >/dev/null 2>&1; }
 
+# A cluster made before kvg was preloaded gets the line too.
+preload_once() {
+  grep -q "^shared_preload_libraries = 'kvg'" "$pg_data/postgresql.conf" && return
+  printf "shared_preload_libraries = 'kvg'\nmax_worker_processes = 16\n" >>"$pg_data/postgresql.conf"
+}
+
 case "${1:-}" in
   start)
     prepare_dirs
     initdb_once
+    preload_once
     install_extension
     stage_models
-    if ! running; then
+    # The postmaster loaded kvg.so at start, and every backend runs that
+    # copy: a freshly installed one takes a restart.
+    if running; then
+      as_postgres "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_run/server.log" -o "-p $pg_port" -m fast -w restart >/dev/null
+    else
       as_postgres "$pg_bin/pg_ctl" -D "$pg_data" -l "$pg_run/server.log" -o "-p $pg_port" -w start >/dev/null
     fi
     echo "kvg cluster running: PGHOST=$pg_run PGPORT=$pg_port PGUSER=postgres"

@@ -138,6 +138,24 @@ tail -8 "$log/bench_store"
 # Here a server answers, so a skip (77) is a failure too.
 if [ $status = 0 ]; then count bench_store 1 0 0; else count bench_store 0 1 0; fi
 
+echo "== kvg reproduce (tests/cli/reproduce_test.sh: audit rows recomputed from their manifest entries)"
+bash tests/cli/reproduce_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" "$KVG_TEST_DATA/models/stories260K.gguf" \
+  >"$log/reproduce" 2>&1
+cat "$log/reproduce"
+if read -r p f < <(sed -n 's/^reproduce: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$log/reproduce") && [ -n "$p" ]; then
+  count reproduce "$p" "$f" 0
+else
+  count reproduce 0 1 0
+fi
+echo "== kvg eval from SQL (scripts/eval.sql) vs the CLI on the same seed"
+if fresh_db kvg_eval kvg &&
+  bash tests/cli/eval_sql_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" "$KVG_TEST_DATA" kvg_eval >"$log/eval_sql" 2>&1; then
+  count eval_sql 1 0 0
+else
+  count eval_sql 0 1 0
+fi
+tail -3 "$log/eval_sql"
+
 echo "== reliability (tests/pgtap/reliability: output bytes, orphans, memory bound, model file changes)"
 # A synthetic model that emits bytes that are not UTF-8, and a directory the
 # tests copy, truncate and remove a model in (psql \! runs as this user).

@@ -57,6 +57,10 @@ max_connections = 40
 shared_buffers = 64MB
 wal_level = replica
 max_wal_senders = 4
+# kvg is loaded at server start: its settings, and its audit writers
+# (background workers, one per database with calls in flight).
+shared_preload_libraries = 'kvg'
+max_worker_processes = 16
 $conf
 CONF
   pair_start primary || return 1

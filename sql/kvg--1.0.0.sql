@@ -26,6 +26,17 @@
 
 \echo Use "CREATE EXTENSION kvg" to load this file. \quit
 
+-- Preloaded ---------------------------------------------------------------------------------
+-- kvg is loaded at server start (shared_preload_libraries = 'kvg'): its
+-- settings exist from the first statement and its audit writer is a
+-- background worker with shared memory. Without it the install stops here,
+-- naming the line to add.
+CREATE FUNCTION kvg.require_preload() RETURNS void
+AS 'MODULE_PATHNAME', 'kvg_require_preload' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION kvg.require_preload() IS
+  'Internal: refuses to go on unless kvg is in shared_preload_libraries (CREATE EXTENSION calls it).';
+SELECT kvg.require_preload();
+
 -- Roles ---------------------------------------------------------------------------------
 -- Roles are cluster-wide, so a second database with kvg reuses them.
 
@@ -144,14 +155,15 @@ GROUP BY created_by;
 COMMENT ON VIEW kvg.storage_usage IS 'Artifacts and bytes stored per role; imports count against kvg.import_quota.';
 
 -- Audit trail (docs/audit-chain.md) ----------------------------------------------------------
--- Every audited call writes a pending row in its own transaction; when that
--- transaction commits, the row is moved into kvg.audit at the chain's next
--- position (seq) and linked to the previous row's hash. So an open
--- transaction never holds the chain's head, and the chain has no gaps.
+-- An audited call hands its row to the audit writer of its database, a
+-- background worker, which inserts and links it in a transaction of its own
+-- (the rows of concurrent calls in one commit) before the call returns its
+-- answer. So an answer that reaches a client always has a committed row, and
+-- no caller's transaction ever holds the chain's head.
 
 CREATE TABLE kvg.audit (
-  -- id is given when the call is made, seq when its transaction commits: ids
-  -- are unique but need not follow the chain; seq is 1, 2, ... in chain order.
+  -- id and seq are given by the audit writer as it links the row: seq is
+  -- 1, 2, ... in chain order.
   id                bigserial PRIMARY KEY,
   seq               bigint NOT NULL UNIQUE,
   at                timestamptz NOT NULL,
@@ -187,9 +199,29 @@ CREATE TABLE kvg.audit (
   graft_us          bigint,
   prefill_us        bigint,
   decode_us         bigint,
+  -- Who called, from which transaction: caller_xid is the calling
+  -- (sub)transaction, so pg_xact_status tells an answer a committed
+  -- transaction used from one whose caller rolled back (NULL for a hot
+  -- standby's forwarded rows); session_role is session_user, role the
+  -- current_user of the call.
+  caller_xid        xid8,
+  session_role      name,
+  -- What the output depends on beyond the inputs above, so that an auditor
+  -- can recompute it (kvg reproduce): how it was decoded (NULL where nothing
+  -- was), the SHA-256 of the laid-out prompt's token ids (int32
+  -- little-endian), of the knowledge template that laid out a flywheel
+  -- prompt, and the artifacts grafted, root first, comma-separated.
+  temperature       double precision,
+  top_p             double precision,
+  seed              bigint,
+  max_tokens        integer,
+  stop_reason       text,
+  prompt_tokens_sha256 text,
+  template_sha256   text,
+  artifact_chain    text,
   -- The canonical encoding row_hash is computed with (kvg.audit_row_hash).
   -- Named in each row so that a later encoding can coexist with this one.
-  row_encoding      text NOT NULL DEFAULT 'kvg-audit-v3' CHECK (row_encoding = 'kvg-audit-v3'),
+  row_encoding      text NOT NULL DEFAULT 'kvg-audit-v4' CHECK (row_encoding = 'kvg-audit-v4'),
   prev_hash         text NOT NULL,
   row_hash          text NOT NULL
 );
@@ -207,7 +239,7 @@ CREATE POLICY audit_own_rows ON kvg.audit FOR SELECT TO kvg_user USING (role = c
 CREATE POLICY audit_auditor_all ON kvg.audit FOR SELECT TO kvg_auditor USING (true);
 
 -- The chain's head: the anchor that makes a deleted tail detectable, and
--- what a linker locks. Created by the first link, not here, so that
+-- what the audit writer locks as it links. Created by the first link, not here, so that
 -- pg_restore can load it.
 CREATE TABLE kvg.audit_head (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -215,17 +247,6 @@ CREATE TABLE kvg.audit_head (
   last_seq  bigint,
   last_hash text NOT NULL
 );
-
--- Calls write here; the row moves into kvg.audit, linked, when the
--- transaction commits. Never dumped: it is empty between transactions. LIKE
--- keeps its columns in kvg.audit's order, so that a pending row is a
--- kvg.audit row (kvg.audit_move_pending); the chain fields are filled in at
--- commit, so they may be NULL here.
-CREATE TABLE kvg.audit_pending (LIKE kvg.audit INCLUDING CONSTRAINTS, PRIMARY KEY (id));
-ALTER TABLE kvg.audit_pending ALTER COLUMN seq DROP NOT NULL, ALTER COLUMN prev_hash DROP NOT NULL,
-  ALTER COLUMN row_hash DROP NOT NULL;
-COMMENT ON TABLE kvg.audit_pending IS
-  'Audit rows of transactions still in progress; linked into kvg.audit at commit.';
 
 -- One field of the canonical encoding: "-" for NULL, otherwise the UTF-8
 -- byte length, ":", and the value; each field ends with a newline.
@@ -239,7 +260,8 @@ COMMENT ON FUNCTION kvg.audit_field(text) IS 'One field of the audit row encodin
 
 -- row_hash of an audit row: SHA-256 of the encoding's name and the fields in
 -- this order (docs/audit-chain.md is the normative description;
--- scripts/kvg-manifest-check.py recomputes it offline).
+-- scripts/kvg-manifest-check.py recomputes it offline). temperature and
+-- top_p as numeric text: the same digits whatever extra_float_digits is.
 CREATE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -268,13 +290,26 @@ AS $$
            || kvg.audit_field(a.decode_us::text)
            || kvg.audit_field(CASE WHEN a.kv_proven THEN 'true' WHEN NOT a.kv_proven THEN 'false' END)
            || kvg.audit_field(encode(a.output_bytes, 'hex'))
+           || kvg.audit_field(a.caller_xid::text)
+           || kvg.audit_field(a.session_role::text)
+           || kvg.audit_field(a.temperature::numeric::text)
+           || kvg.audit_field(a.top_p::numeric::text)
+           || kvg.audit_field(a.seed::text)
+           || kvg.audit_field(a.max_tokens::text)
+           || kvg.audit_field(a.stop_reason)
+           || kvg.audit_field(a.prompt_tokens_sha256)
+           || kvg.audit_field(a.template_sha256)
+           || kvg.audit_field(a.artifact_chain)
            || kvg.audit_field(a.prev_hash),
          'UTF8')), 'hex')
 $$;
 COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit row (docs/audit-chain.md).';
 
--- The only insert path (called by the C code's audit_append with the owner's
--- rights): a pending row with its id; returns the id.
+-- Inserts one row and links it as the chain's next; returns its id. The
+-- audit writer (extension/src/audit_writer.cpp) calls it for every row, in
+-- its own READ COMMITTED transaction, many rows per commit: the EXCLUSIVE
+-- lock on the head (readers are not blocked) is held from here to that
+-- commit by the writer alone, never in a caller's transaction.
 CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
                                  input_sha256 text, artifact_sha256 text, output_sha256 text,
                                  logits_sha256 text, tokens_in integer, tokens_out integer,
@@ -282,88 +317,134 @@ CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint te
                                  knowledge_id bigint DEFAULT NULL, verified boolean DEFAULT NULL,
                                  output_text text DEFAULT NULL, graft_us bigint DEFAULT NULL,
                                  prefill_us bigint DEFAULT NULL, decode_us bigint DEFAULT NULL,
-                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL)
+                                 kv_proven boolean DEFAULT NULL, output_bytes bytea DEFAULT NULL,
+                                 caller_xid xid8 DEFAULT NULL, session_role name DEFAULT NULL,
+                                 temperature double precision DEFAULT NULL, top_p double precision DEFAULT NULL,
+                                 seed bigint DEFAULT NULL, max_tokens integer DEFAULT NULL,
+                                 stop_reason text DEFAULT NULL, prompt_tokens_sha256 text DEFAULT NULL,
+                                 template_sha256 text DEFAULT NULL, artifact_chain text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$
-  INSERT INTO kvg.audit_pending (id, at, role, operation, model_fingerprint, recipe, input_sha256, artifact_sha256,
-                                 output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode,
-                                 knowledge_id, verified, output_text, graft_us, prefill_us, decode_us, kv_proven,
-                                 row_encoding, output_bytes)
-  VALUES (nextval('kvg.audit_id_seq'), clock_timestamp(), role, operation, model_fingerprint, recipe, input_sha256,
-          artifact_sha256, output_sha256, logits_sha256, tokens_in, tokens_out, tokens_grafted, mode, knowledge_id,
-          verified, output_text, graft_us, prefill_us, decode_us, kv_proven, 'kvg-audit-v3', output_bytes)
-  RETURNING id
-$$;
-COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
-                                     bigint, boolean, text, bigint, bigint, bigint, boolean, bytea) IS
-  'Internal: writes a pending audit row (linked at commit); returns its id.';
-
--- Moves pending row link_id into kvg.audit at chain position link_seq after
--- prev_hash, and returns its row_hash. Called by kvg_audit_link only, with
--- the chain's lock held.
-CREATE FUNCTION kvg.audit_move_pending(link_id bigint, link_seq bigint, prev_hash text) RETURNS text
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  r kvg.audit;  -- kvg.audit_pending has the same columns in the same order
+  r kvg.audit;
+  head record;
 BEGIN
-  DELETE FROM kvg.audit_pending p WHERE p.id = link_id RETURNING p.* INTO STRICT r;
-  r.seq := link_seq;
-  r.prev_hash := audit_move_pending.prev_hash;
+  LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
+  SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h;
+  -- No head: the first row ever, or a deleted head. Continuing after the
+  -- last seq from 64 zeros keeps a deleted head evident (kvg_audit_verify).
+  IF NOT FOUND THEN
+    INSERT INTO kvg.audit_head (last_id, last_seq, last_hash)
+    VALUES (NULL, (SELECT max(a.seq) FROM kvg.audit a), repeat('0', 64))
+    RETURNING last_seq, last_hash INTO head;
+  END IF;
+  r.id := nextval('kvg.audit_id_seq');
+  r.seq := coalesce(head.last_seq, 0) + 1;
+  r.at := clock_timestamp();
+  r.role := audit_insert.role;
+  r.operation := audit_insert.operation;
+  r.model_fingerprint := audit_insert.model_fingerprint;
+  r.recipe := audit_insert.recipe;
+  r.input_sha256 := audit_insert.input_sha256;
+  r.artifact_sha256 := audit_insert.artifact_sha256;
+  r.output_sha256 := audit_insert.output_sha256;
+  r.logits_sha256 := audit_insert.logits_sha256;
+  r.tokens_in := audit_insert.tokens_in;
+  r.tokens_out := audit_insert.tokens_out;
+  r.tokens_grafted := audit_insert.tokens_grafted;
+  r.mode := audit_insert.mode;
+  r.knowledge_id := audit_insert.knowledge_id;
+  r.verified := audit_insert.verified;
+  r.output_text := audit_insert.output_text;
+  r.graft_us := audit_insert.graft_us;
+  r.prefill_us := audit_insert.prefill_us;
+  r.decode_us := audit_insert.decode_us;
+  r.kv_proven := audit_insert.kv_proven;
+  r.output_bytes := audit_insert.output_bytes;
+  r.caller_xid := audit_insert.caller_xid;
+  r.session_role := audit_insert.session_role;
+  r.temperature := audit_insert.temperature;
+  r.top_p := audit_insert.top_p;
+  r.seed := audit_insert.seed;
+  r.max_tokens := audit_insert.max_tokens;
+  r.stop_reason := audit_insert.stop_reason;
+  r.prompt_tokens_sha256 := audit_insert.prompt_tokens_sha256;
+  r.template_sha256 := audit_insert.template_sha256;
+  r.artifact_chain := audit_insert.artifact_chain;
+  r.row_encoding := 'kvg-audit-v4';
+  r.prev_hash := head.last_hash;
   r.row_hash := kvg.audit_row_hash(r);
   INSERT INTO kvg.audit SELECT r.*;
-  RETURN r.row_hash;
+  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash;
+  RETURN r.id;
 END
 $$;
-COMMENT ON FUNCTION kvg.audit_move_pending(bigint, bigint, text) IS
-  'Internal: moves a pending audit row into the chain at a position; returns its row_hash.';
+COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
+                                     bigint, boolean, text, bigint, bigint, bigint, boolean, bytea, xid8, name,
+                                     double precision, double precision, bigint, integer, text, text, text, text) IS
+  'Internal: inserts an audit row and links it into the chain (the audit writer''s transaction); returns its id.';
 
--- Fires when the inserting transaction commits: kvg_audit_link (C) takes the
--- chain's lock, reads the head with a fresh snapshot (so REPEATABLE READ and
--- SERIALIZABLE transactions link too) and moves the row into kvg.audit.
-CREATE FUNCTION kvg.audit_link() RETURNS trigger
-AS 'MODULE_PATHNAME', 'kvg_audit_link' LANGUAGE C;
-COMMENT ON FUNCTION kvg.audit_link() IS 'Trigger at commit: links a pending audit row into the hash chain.';
-CREATE CONSTRAINT TRIGGER audit_link_at_commit AFTER INSERT ON kvg.audit_pending
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kvg.audit_link();
-
--- The first chain position that does not verify, as the id of its row; NULL
--- when the whole chain does. A row fails when its row_hash is not the hash
--- of its fields, its prev_hash is not the previous row's row_hash (64 zeros
--- for the first), or its seq is not its position. If every row verifies but
--- the head disagrees with the last row, the tail was cut or extended outside
--- the linker: the answer is then the head's last row when rows are missing
--- after it, the first row after it when rows were added, or the first row
--- when the head is missing.
-CREATE FUNCTION kvg.audit_first_bad() RETURNS bigint
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+-- The first chain position that does not verify, its row's id and why; no
+-- row when the whole chain verifies. A row fails when its seq is not its
+-- position, its row_hash is not the hash of its fields, or its prev_hash is
+-- not the previous row's row_hash (64 zeros for the first). If every row
+-- verifies but the head disagrees with the last row, the tail was cut or
+-- extended outside the writer: the answer is then the head's last row when
+-- rows are missing after it, the first row after it when rows were added, or
+-- the first row when the head is missing.
+CREATE FUNCTION kvg.audit_first_bad(OUT seq bigint, OUT id bigint, OUT reason text) RETURNS SETOF record
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp ROWS 1
 AS $$
   WITH chain AS (
     SELECT a.id, a.seq, a.prev_hash, a.row_hash, kvg.audit_row_hash(a) AS recomputed,
            lag(a.row_hash, 1, repeat('0', 64)) OVER (ORDER BY a.seq) AS expected_prev,
            row_number() OVER (ORDER BY a.seq) AS position
     FROM kvg.audit a
+  ), bad AS (
+    SELECT c.seq, c.id,
+           CASE WHEN c.seq IS DISTINCT FROM c.position
+                  THEN format('a row is missing before this one (seq %s at chain position %s)', c.seq, c.position)
+                WHEN c.row_hash IS DISTINCT FROM c.recomputed
+                  THEN 'its row_hash is not the hash of its fields (the row was changed)'
+                ELSE 'its prev_hash is not the row_hash of the row before it' END AS reason
+    FROM chain c
+    WHERE c.row_hash IS DISTINCT FROM c.recomputed OR c.prev_hash IS DISTINCT FROM c.expected_prev
+       OR c.seq IS DISTINCT FROM c.position
+    ORDER BY c.seq LIMIT 1
   ), last AS (
-    SELECT id, seq, row_hash FROM kvg.audit ORDER BY seq DESC LIMIT 1
+    SELECT a.id, a.seq, a.row_hash FROM kvg.audit a ORDER BY a.seq DESC LIMIT 1
   ), tail AS (
-    SELECT CASE
-             WHEN h.singleton IS NULL THEN (SELECT id FROM kvg.audit ORDER BY seq LIMIT 1)
-             WHEN l.id IS NULL THEN h.last_id
-             WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN
-               (SELECT id FROM kvg.audit WHERE seq > coalesce(h.last_seq, 0) ORDER BY seq LIMIT 1)
-             WHEN h.last_seq > l.seq OR h.last_hash IS DISTINCT FROM l.row_hash THEN h.last_id
-           END AS id
+    -- One case analysis of the head against the last row, in this order:
+    -- no head; rows cut off after the head; rows added behind its back; a
+    -- head that names another hash.
+    SELECT CASE WHEN h.singleton IS NULL THEN 1
+                WHEN l.id IS NULL OR h.last_seq > l.seq THEN 2
+                WHEN h.last_seq IS NULL OR h.last_seq < l.seq THEN 3
+                WHEN h.last_hash IS DISTINCT FROM l.row_hash THEN 4 END AS kind,
+           h.last_seq, h.last_id
     FROM last l FULL JOIN kvg.audit_head h ON true
+  ), tail_row AS (
+    SELECT CASE t.kind WHEN 1 THEN (SELECT a.seq FROM kvg.audit a ORDER BY a.seq LIMIT 1)
+                       WHEN 3 THEN coalesce(t.last_seq, 0) + 1
+                       ELSE t.last_seq END AS seq,
+           CASE t.kind WHEN 1 THEN (SELECT a.id FROM kvg.audit a ORDER BY a.seq LIMIT 1)
+                       WHEN 3 THEN (SELECT a.id FROM kvg.audit a WHERE a.seq > coalesce(t.last_seq, 0)
+                                    ORDER BY a.seq LIMIT 1)
+                       ELSE t.last_id END AS id,
+           CASE t.kind WHEN 1 THEN 'the chain''s head (kvg.audit_head) is missing'
+                       WHEN 2 THEN 'the rows up to the head''s last_seq are gone (cut off)'
+                       WHEN 3 THEN 'rows follow the head without having moved it'
+                       WHEN 4 THEN 'the head''s last_hash is not the last row''s row_hash' END AS reason
+    FROM tail t
   )
-  SELECT coalesce(
-    (SELECT id FROM chain
-      WHERE row_hash IS DISTINCT FROM recomputed OR prev_hash IS DISTINCT FROM expected_prev
-         OR seq IS DISTINCT FROM position
-      ORDER BY seq LIMIT 1),
-    (SELECT id FROM tail))
+  SELECT p.seq, p.id, p.reason
+  FROM (SELECT 1 AS k, b.seq, b.id, b.reason FROM bad b
+        UNION ALL SELECT 2, t.seq, t.id, t.reason FROM tail_row t WHERE t.reason IS NOT NULL) p
+  ORDER BY p.k LIMIT 1
 $$;
-COMMENT ON FUNCTION kvg.audit_first_bad() IS 'Internal: the id of the first audit row that does not verify, or NULL.';
+COMMENT ON FUNCTION kvg.audit_first_bad() IS
+  'Internal: the first audit chain position that does not verify (seq, id) and why; no row when it verifies.';
 
 -- Every caller verifies the whole chain, whatever rows it may read: the C
 -- function runs kvg.audit_first_bad with the owner's rights. The shape of
@@ -375,6 +456,14 @@ AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_audit_verify() IS
   'Verifies the whole hash-chained audit trail: ok, or the seq of the first row that does not verify (first_bad) '
   'and why (reason).';
+
+-- The audit writers at work: one row per database whose writer runs.
+CREATE FUNCTION public.kvg_audit_writers(OUT database oid, OUT pid integer, OUT state text,
+                                         OUT rows_written bigint, OUT commits bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_audit_writers() IS
+  'The audit writer of each database (a background worker): its pid, state, rows written and commits.';
 
 -- Scale-out (docs/scale-out.md): hot standbys answer from the replicated
 -- library and artifacts; their audit rows are appended here, on the primary,
@@ -441,6 +530,16 @@ AS $$
         'decode_us', a.decode_us,
         'kv_proven', a.kv_proven,
         'output_bytes', encode(a.output_bytes, 'hex'),
+        'caller_xid', a.caller_xid::text,
+        'session_role', a.session_role,
+        'temperature', a.temperature::numeric::text,
+        'top_p', a.top_p::numeric::text,
+        'seed', a.seed,
+        'max_tokens', a.max_tokens,
+        'stop_reason', a.stop_reason,
+        'prompt_tokens_sha256', a.prompt_tokens_sha256,
+        'template_sha256', a.template_sha256,
+        'artifact_chain', a.artifact_chain,
         'prev_hash', a.prev_hash,
         'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
   FROM kvg.audit a
@@ -945,8 +1044,7 @@ COMMENT ON FUNCTION public.kvg_artifact_delete(text, boolean) IS
 
 -- pg_dump -----------------------------------------------------------------------------------
 -- pg_dump saves the rows of these tables (large objects are dumped anyway and
--- keep their OIDs on restore, so loid stays valid). Not kvg.audit_pending:
--- it is empty between transactions.
+-- keep their OIDs on restore, so loid stays valid).
 
 SELECT pg_catalog.pg_extension_config_dump('kvg.artifacts', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit', '');
@@ -1010,10 +1108,13 @@ GRANT EXECUTE ON FUNCTION
   kvg.related_knowledge(text, double precision, integer)
 TO kvg_user;
 
--- kvg_auditor: every audit row, and manifests (which hold every role's rows).
+-- kvg_auditor: every audit row, and manifests (which hold every role's rows);
+-- the artifacts and library entries a row names, and their bytes, so that
+-- an auditor can reproduce a row (kvg reproduce, docs/audit-chain.md).
 GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
-GRANT SELECT ON kvg.audit, kvg.audit_head TO kvg_auditor;
+GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.knowledge TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
+                          public.kvg_audit_writers(), public.kvg_export(text),
                           kvg.audit_row_hash(kvg.audit), kvg.audit_field(text) TO kvg_auditor;
 
 -- kvg_audit_writer: a standby's one way in.

@@ -451,10 +451,15 @@ TEST_F(ChatmlModel, KnowledgeTemplateFollowsTheChatFormat) {
   EXPECT_EQ(p.tokens[1], tok.special_id("<|im_start|>"));
   EXPECT_EQ(std::count(p.tokens.begin(), p.tokens.end(), tok.special_id("<|im_start|>")), 2);
   EXPECT_EQ(std::count(p.tokens.begin(), p.tokens.end(), tok.special_id("<|im_end|>")), 1);
+  // A flywheel answer ends at the format's end marker, not only at EOS/EOT.
+  ASSERT_EQ(t.stop_tokens.size(), 1u);
+  EXPECT_EQ(t.stop_tokens[0], tok.special_id("<|im_end|>"));
+  EXPECT_NE(t.stop_tokens[0], tok.eos());
   // The setting still overrides it, as text.
   const KnowledgeTemplate own = knowledge_template_for(model(), "Q: {solution} {question} A:");
   EXPECT_EQ(own.head, "Q: ");
   EXPECT_TRUE(own.markers.empty());
+  EXPECT_TRUE(own.stop_tokens.empty());
   // A solution holding a marker's text is refused.
   EXPECT_THROW(knowledge_segments(t, {"x<|im_start|>"}, "q"), Error);
 }
@@ -466,6 +471,7 @@ TEST(ChatKnowledge, ModelWithoutChatTemplateKeepsThePlainDefault) {
   EXPECT_EQ(t.middle, "\nQuestion: ");
   EXPECT_EQ(t.tail, "\nAnswer:");
   EXPECT_TRUE(t.markers.empty());
+  EXPECT_TRUE(t.stop_tokens.empty());
   EXPECT_EQ(model_chat_style(model->tokenizer()).format, ChatFormat::Plain);
   const ChatPrompt p = chat_prompt(*model, model_chat_style(model->tokenizer()), {{"user", "Hi"}});
   EXPECT_EQ(p.text, "User: Hi\nAssistant:");

@@ -63,6 +63,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
+  options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the answer
   options.on_token = [&line](int32_t token) { return line.feed(token); };
   const GenerateResult r =
       generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
@@ -90,18 +91,13 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   const int64_t grafted_used = grafted_tokens_used(grafted, n);
   AuditRecord audit = call.audit("answer");
   audit.input_sha256 = text_sha256(question);
-  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
   audit.set_output(raw_answer);
   audit.mode = route.mode_name();
   audit.knowledge_id = route.knowledge_id();
   audit.verified = verified;
-  audit.tokens_in = int32_t(n);
-  audit.tokens_out = int32_t(r.tokens.size());
-  audit.tokens_grafted = int32_t(grafted_used);
-  audit.graft_us = grafted.micros;
-  audit.prefill_us = to_micros(r.prefill_seconds);
-  audit.decode_us = to_micros(r.decode_seconds);
-  audit.kv_proven = grafted.proven;
+  audit_generation(audit, call, grafted, prompt.tokens, options, r);
+  // The prompt was laid out from this template (and the model's chat format).
+  audit.template_sha256 = text_sha256(settings::knowledge_template());
   const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
   return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),

@@ -46,15 +46,6 @@ bool may_go_unaudited(const Failure& f) {
                  detail);
 }
 
-void warn_unaudited(const Failure& f, const std::string& operation) {
-  const std::string message = "kvg: the result of this " + operation + " call is NOT audited: " + f.what();
-  call([&] {
-    ereport(WARNING, (errcode(MAKE_SQLSTATE('0', '1', 'V', '0', '1')), errmsg_internal("%s", message.c_str()),
-                      errdetail("kvg.allow_unaudited is on: a superuser allowed results whose audit row the primary "
-                                "could not record.")));
-  });
-}
-
 }  // namespace
 
 std::optional<int64_t> append_on_primary(const std::string& operation, const std::vector<SqlValue>& values) {
@@ -65,7 +56,7 @@ std::optional<int64_t> append_on_primary(const std::string& operation, const std
     if (!may_go_unaudited(f))
       refuse(f, "the audit row of this " + operation + " call could not be recorded on the primary, so its result "
                 "is not returned");
-    warn_unaudited(f, operation);
+    warn_unaudited(operation, f.what());
     return std::nullopt;
   }
   if (row.size() != 3 || !row[0] || !row[1] || !row[2])
@@ -113,8 +104,8 @@ std::optional<T> optional_value(FunctionCallInfo fcinfo, int n, T value) {
 // kvg.audit_append_forwarded(operation, role, ..., output_bytes) returns
 // table(id, seq, row_hash): on the primary, the audit row of a call a standby
 // answered (the arguments of kvg.audit_insert, role as text), inserted as a
-// local call's row would be and linked into the chain at once, so that the
-// standby learns its place. For members of kvg_audit_writer only.
+// local call's row would be (by the audit writer, committed before this
+// returns), so that the standby learns its place. For members of kvg_audit_writer only.
 KVG_SQL_FUNCTION(kvg_audit_append_forwarded) {
   if (on_standby())
     raise_sqlstate("25006", "kvg.audit_append_forwarded: this server is itself a standby",
@@ -156,10 +147,13 @@ KVG_SQL_FUNCTION(kvg_audit_append_forwarded) {
       throw Error(ErrorCode::InvalidArgument, "output_sha256 is not the SHA-256 of the forwarded output");
   }
 
+  // The same path as a local call's row: committed by this database's
+  // audit writer before this returns (the standby's transaction id means
+  // nothing here: caller_xid stays NULL).
+  const std::optional<int64_t> appended = append_through_writer(r.operation, audit_values(r, role), nullptr);
+  if (!appended) throw Error(ErrorCode::Internal, "the forwarded audit row was not recorded");
+  const int64_t id = *appended;
   Spi spi;
-  const int64_t id = audit_insert_pending(spi, audit_values(r, role));
-  // Linked now rather than at commit; this statement is the transaction.
-  spi.run("SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE");
   OwnerRights owner;  // a kvg_audit_writer reads no audit rows itself
   const auto rows = spi.run("SELECT seq, row_hash FROM kvg.audit WHERE id = $1::bigint", {std::to_string(id)});
   if (rows.size() != 1 || !rows[0].at(0) || !rows[0].at(1))

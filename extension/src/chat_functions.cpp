@@ -103,7 +103,7 @@ KVG_SQL_FUNCTION(kvg_chat) {
   AuditRecord audit = call.audit("chat");
   audit.input_sha256 = text_sha256(prompt.text);
   audit.set_output(output);
-  audit_generation(audit, grafted, int64_t(prompt.tokens.size()), result);
+  audit_generation(audit, call, grafted, prompt.tokens, options, result);
   audit_append(call.spi, audit);
   return text_result(output_text(output));
 }

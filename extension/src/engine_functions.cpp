@@ -145,7 +145,7 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   AuditRecord audit = call.audit("generate");
   audit.input_sha256 = text_sha256(text);
   audit.set_output(output);
-  audit_generation(audit, grafted, int64_t(prompt.tokens.size()), result);
+  audit_generation(audit, call, grafted, prompt.tokens, options, result);
   audit_append(call.spi, audit);
   return output;
 }

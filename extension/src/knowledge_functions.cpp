@@ -111,6 +111,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
     options.sampling.temperature = attempt == 1 ? 0.0f : kRetryTemperature;
     options.sampling.seed = uint64_t(attempt);
     options.check = kCheckInterrupts;
+    options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the attempt
     const GenerateResult r = generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(n - 1)), options);
     // Audited as produced; checked, deposited and returned as text
     // (invalid bytes as U+FFFD: docs/output-bytes.md).

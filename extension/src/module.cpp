@@ -1,6 +1,7 @@
-// The shared library's identity and load hook. Nothing heavy happens at load
-// (no model, no CUDA): the library may be loaded into the postmaster by
-// shared_preload_libraries, and CUDA does not survive fork().
+// The shared library's identity and load hook. kvg is loaded into the
+// postmaster by shared_preload_libraries, so nothing heavy happens at load
+// (no model, no CUDA: CUDA does not survive fork()).
+#include "extension/src/audit_writer.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
 
@@ -16,6 +17,10 @@ PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
   kvg::pg::settings::define();
   kvg::pg::install_boundary();
+  // The audit writer's shared memory exists only when the postmaster loads
+  // kvg (shared_preload_libraries); otherwise CREATE EXTENSION refuses
+  // (kvg.require_preload) and audited calls are refused.
+  if (process_shared_preload_libraries_in_progress) kvg::pg::audit_writer::setup_at_preload();
 }
 
 }

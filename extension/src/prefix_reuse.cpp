@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "extension/src/settings.hpp"
+#include "storage/sha256.hpp"
 
 namespace kvg::pg {
 
@@ -46,8 +47,28 @@ std::optional<Digest> store_segment_links(EngineCall& call, const Session& sessi
   return parent;
 }
 
-void audit_generation(AuditRecord& audit, const Grafted& grafted, int64_t prompt_tokens, const GenerateResult& result) {
-  if (grafted.leaf) audit.artifact_sha256 = to_hex(*grafted.leaf);
+std::string tokens_sha256(std::span<const int32_t> tokens) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(tokens.size() * 4);
+  for (const int32_t t : tokens)
+    for (int shift = 0; shift < 32; shift += 8) bytes.push_back(uint8_t(uint32_t(t) >> shift));
+  return to_hex(sha256(std::span<const uint8_t>(bytes)));
+}
+
+std::string chain_text(const Digest& leaf, const ArtifactOpener& open) {
+  std::string text;
+  for (const ArtifactHeader& h : chain_headers(leaf, open))
+    if (h.parent) text += to_hex(*h.parent) + ",";
+  return text + to_hex(leaf);
+}
+
+void audit_generation(AuditRecord& audit, const EngineCall& call, const Grafted& grafted,
+                      std::span<const int32_t> prompt, const GenerateOptions& options, const GenerateResult& result) {
+  const int64_t prompt_tokens = int64_t(prompt.size());
+  if (grafted.leaf) {
+    audit.artifact_sha256 = to_hex(*grafted.leaf);
+    audit.artifact_chain = chain_text(*grafted.leaf, call.open);
+  }
   audit.tokens_in = int32_t(prompt_tokens);
   audit.tokens_out = int32_t(result.tokens.size());
   audit.tokens_grafted = int32_t(grafted_tokens_used(grafted, prompt_tokens));
@@ -55,6 +76,16 @@ void audit_generation(AuditRecord& audit, const Grafted& grafted, int64_t prompt
   audit.prefill_us = to_micros(result.prefill_seconds);
   audit.decode_us = to_micros(result.decode_seconds);
   audit.kv_proven = grafted.proven;
+  audit.prompt_tokens_sha256 = tokens_sha256(prompt);
+  audit.temperature = options.sampling.temperature;
+  audit.top_p = options.sampling.top_p;
+  audit.seed = int64_t(options.sampling.seed);
+  audit.max_tokens = int32_t(options.max_new_tokens);
+  // eos: an end-of-text or end-of-turn token; stop: a stop token or the
+  // caller's own end (an answer's line); max_tokens: the budget ran out.
+  audit.stop_reason = result.stopped_at_eos                                          ? "eos"
+                      : int64_t(result.tokens.size()) >= options.max_new_tokens ? "max_tokens"
+                                                                                  : "stop";
 }
 
 }  // namespace kvg::pg

@@ -40,9 +40,19 @@ Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const 
 // its logits (engine/generate.cpp).
 int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens);
 
-// The audit fields of a generation after `grafted`: the chain's leaf, token
-// counts, times and kv_proven (kvg_generate, kvg_chat).
-void audit_generation(AuditRecord& audit, const Grafted& grafted, int64_t prompt_tokens, const GenerateResult& result);
+// The audit fields of a generation of `prompt` after `grafted`: the chain
+// (leaf and every link), token counts, times, kv_proven, and what an auditor
+// needs to decode it again (kvg_generate, kvg_chat): the prompt tokens'
+// hash, the sampling parameters, max_tokens and why it stopped.
+void audit_generation(AuditRecord& audit, const EngineCall& call, const Grafted& grafted,
+                      std::span<const int32_t> prompt, const GenerateOptions& options, const GenerateResult& result);
+
+// SHA-256 of token ids as int32 little-endian bytes (the audit's
+// prompt_tokens_sha256), lowercase hex.
+std::string tokens_sha256(std::span<const int32_t> tokens);
+
+// The chain ending in `leaf`, root first, as comma-separated hex.
+std::string chain_text(const Digest& leaf, const ArtifactOpener& open);
 
 // Stores positions [grafted.tokens, ends.back()) of the session as chain links
 // continuing grafted.leaf, one per segment end (`ends`, increasing), and

@@ -45,9 +45,13 @@
 //                      audit rows there (docs/scale-out.md). Checked when set.
 //  kvg.audit_connect_timeout
 //                      superuser: how long a standby's call waits to connect.
-//  kvg.allow_unaudited superuser: a standby that cannot record an answer's
-//                      audit row on the primary returns the answer anyway,
+//  kvg.allow_unaudited superuser: a call whose audit row cannot be recorded
+//                      (a standby that cannot reach the primary, a primary
+//                      whose audit writer is down) returns the answer anyway,
 //                      with a WARNING (01V01) and no audit id. Off: it refuses.
+//  kvg.audit_writer_idle_timeout
+//                      server configuration (SIGHUP): when an idle audit
+//                      writer stops (audit_writer.hpp).
 //  kvg.require_exact   superuser (and per role or database, ALTER ROLE/DATABASE
 //                      ... SET): forbids every non-exact graft (a positional
 //                      composition) for regulated use; a role it is set for
@@ -58,8 +62,8 @@
 //  kvg.gpu_staging_memory  superuser: page-locked host memory is taken from
 //                      the machine's RAM, cannot be swapped, and every
 //                      backend that uses the GPU holds its own.
-// None is PGC_POSTMASTER, because the module is not preloaded: defining such a
-// parameter outside shared_preload_libraries is FATAL.
+// None is PGC_POSTMASTER: kvg is preloaded (module.cpp), but a session that
+// loads it without that (to be told to preload it) must not fail FATALly.
 #include "extension/src/settings.hpp"
 
 #include <algorithm>
@@ -101,6 +105,7 @@ char* audit_conninfo_value = nullptr;
 int audit_connect_timeout_ms_value = 5000;
 bool allow_unaudited_value = false;
 bool require_exact_value = false;
+int audit_writer_idle_ms_value = 60000;
 
 // engine/knowledge_prompt.hpp: on a model with a chat template, this default
 // is laid out in the model's chat format.
@@ -240,6 +245,10 @@ void define() {
                           "buffers only grow: a lower value applies to backends that have not used the GPU yet.",
                           &gpu_staging_kb_value, 3 * 64 * 1024, 3 * 1024, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr,
                           nullptr, nullptr);
+  DefineCustomIntVariable("kvg.audit_writer_idle_timeout",
+                          "How long a database's audit writer waits for rows before it stops (docs/audit-chain.md).",
+                          "The next audited call starts it again.", &audit_writer_idle_ms_value, 60000, 100,
+                          INT_MAX, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
   disk_headroom::define_setting();
   MarkGUCPrefixReserved("kvg");
 }
@@ -270,5 +279,6 @@ const char* audit_conninfo() { return audit_conninfo_value ? audit_conninfo_valu
 int audit_connect_timeout_ms() { return audit_connect_timeout_ms_value; }
 bool allow_unaudited() { return allow_unaudited_value; }
 bool require_exact() { return require_exact_value; }
+int audit_writer_idle_ms() { return audit_writer_idle_ms_value; }
 
 }  // namespace kvg::pg::settings

@@ -46,5 +46,7 @@ int audit_connect_timeout_ms();
 bool allow_unaudited();
 // kvg.require_exact: non-exact grafts (positional composition) are refused.
 bool require_exact();
+// kvg.audit_writer_idle_timeout in milliseconds.
+int audit_writer_idle_ms();
 
 }  // namespace kvg::pg::settings

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Crash safety: SIGKILL a backend in the middle of captures (large-object
-# writes), of kvg_learn, and of audited answers, and stop the server with
-# `pg_ctl stop -m immediate` during a batch of answers. After each restart:
-# every kvg.artifacts row's object verifies, no object is without a row,
-# no knowledge entry is half-written, kvg_audit_verify() is ok and nothing
-# is left pending. Prints what it killed and what it found.
+# Preloading, then crash safety. Without shared_preload_libraries = 'kvg',
+# CREATE EXTENSION kvg is refused with the line to add. Then: SIGKILL a
+# backend in the middle of captures (large-object
+# writes), of kvg_learn, and of audited answers, SIGKILL the audit writer
+# during appends, and stop the server with `pg_ctl stop -m immediate` during
+# a batch of answers. After each restart: every kvg.artifacts row's object
+# verifies, no object is without a row, no knowledge entry is half-written,
+# no committed caller's learn row lacks its entry, every answer a client
+# received has its row, and kvg_audit_verify() is ok. Prints what it
+# killed and what it found.
 #
 # Runs its own throwaway cluster (a temporary directory, port KVG_PGPORT+100,
 # Unix socket only), so the crash restarts never touch another test's server.
@@ -31,6 +35,22 @@ trap cleanup EXIT
 
 init_private_cluster "$data" "$dir" "$port" "max_connections = 20" "shared_buffers = 32MB" \
   "restart_after_crash = on" || exit 1
+# First without kvg preloaded: CREATE EXTENSION refuses, naming the line to add.
+ctl start || { cat "$dir/server.log"; exit 1; }
+refusal=$(psql -X -q -d postgres -v VERBOSITY=verbose -c "CREATE EXTENSION kvg" 2>&1)
+ctl stop -m fast
+if [[ "$refusal" == *"55000"*"shared_preload_libraries = 'kvg'"* ]]; then
+  echo "  without shared_preload_libraries: CREATE EXTENSION kvg refused (55000), naming the line to add: ok"
+else
+  echo "  FAILED: CREATE EXTENSION kvg without preloading said: $refusal"
+  failures=$((failures + 1))
+fi
+cat >>"$data/postgresql.conf" <<CONF
+# kvg is loaded at server start: its settings, and its audit writers
+# (background workers, one per database with calls in flight).
+shared_preload_libraries = 'kvg'
+max_worker_processes = 16
+CONF
 ctl start || { cat "$dir/server.log"; exit 1; }
 psql -X -q -d postgres -c "CREATE DATABASE crash" || exit 1
 q "CREATE EXTENSION kvg" >/dev/null || exit 1
@@ -56,7 +76,7 @@ check() {
   wait_ready || { failures=$((failures + 1)); return; }
   local found
   found=$(q "SELECT format('%s artifacts (%s verify), %s orphans, %s knowledge entries (%s half-written), '
-                           '%s audit rows, %s pending, chain %s',
+                           '%s audit rows (%s of rolled-back callers), chain %s',
     (SELECT count(*) FROM kvg.artifacts),
     (SELECT count(*) FILTER (WHERE (kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts),
     (SELECT count(*) FROM kvg_orphans()),
@@ -65,7 +85,7 @@ check() {
       WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = k.artifact_sha256)
          OR NOT EXISTS (SELECT FROM kvg.audit u WHERE u.operation = 'learn' AND u.knowledge_id = k.id)),
     (SELECT count(*) FROM kvg.audit),
-    (SELECT count(*) FROM kvg.audit_pending),
+    (SELECT count(*) FROM kvg.audit WHERE pg_xact_status(caller_xid) = 'aborted'),
     (SELECT CASE WHEN ok THEN 'verifies' ELSE 'broken at seq ' || first_bad END FROM kvg_audit_verify()))" 2>&1)
   local bad
   bad=$(q "SELECT (SELECT count(*) FILTER (WHERE NOT (kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts)
@@ -74,8 +94,8 @@ check() {
                     WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = k.artifact_sha256)
                        OR NOT EXISTS (SELECT FROM kvg.audit u WHERE u.operation = 'learn' AND u.knowledge_id = k.id))
                 + (SELECT count(*) FROM kvg.audit u WHERE u.operation = 'learn'
+                    AND pg_xact_status(u.caller_xid) IS DISTINCT FROM 'aborted'
                     AND NOT EXISTS (SELECT FROM kvg.knowledge k WHERE k.id = u.knowledge_id))
-                + (SELECT count(*) FROM kvg.audit_pending)
                 + (CASE WHEN (kvg_audit_verify()).ok THEN 0 ELSE 1 END)" 2>&1)
   if [ "$bad" = 0 ]; then
     echo "  after $what: $found: ok"
@@ -116,6 +136,44 @@ kill_during "audited answers" 1.5 \
 kill_during "a transaction of captures, learns and answers" 1.5 \
   "BEGIN; SELECT kvg_capture('Lily had a red ball'); SELECT kvg_learn('Who had a ball?', 'contains', 'Lily had a red ball.', 'Lily');
    SELECT count(kvg_answer('Who had a ball?')) FROM generate_series(1, 1000000)"
+
+# The audit writer SIGKILLed while 4 sessions append (each answer its own
+# statement): the server restarts (a killed process may have left shared
+# memory inconsistent), the postmaster starts the writer again by itself,
+# and every answer a client received has its committed row.
+writer_db=$(q "SELECT oid FROM pg_database WHERE datname = 'crash'")
+for i in 1 2 3 4; do
+  (for j in $(seq 1 300); do
+     q "SELECT audit_id FROM kvg_answer_detail('What color is the sky?')" >>"$dir/returned.$i" 2>/dev/null || break
+   done) &
+done
+sleep 2
+writer=$(q "SELECT pid FROM kvg_audit_writers() WHERE database = $writer_db")
+if [ -z "$writer" ]; then
+  echo "  FAILED: no audit writer to kill"; failures=$((failures + 1))
+else
+  kill -9 "$writer"
+  echo "  killed the audit writer (pid $writer) during appends by 4 sessions"
+fi
+wait
+wait_ready
+restarted=""
+for _ in $(seq 1 40); do
+  restarted=$(q "SELECT pid FROM kvg_audit_writers() WHERE database = $writer_db AND state = 'running'" 2>/dev/null)
+  [ -n "$restarted" ] && [ "$restarted" != "$writer" ] && break
+  sleep 0.25
+done
+if [ -n "$restarted" ] && [ "$restarted" != "$writer" ]; then
+  echo "  the postmaster restarted the writer (pid $restarted) before any call"
+else
+  echo "  FAILED: the writer was not restarted by the postmaster"; failures=$((failures + 1))
+fi
+returned=$(cat "$dir"/returned.* 2>/dev/null | grep -c '^[0-9]')
+missing=$(cat "$dir"/returned.* 2>/dev/null | grep '^[0-9]' | paste -sd, - |
+  xargs -I{} psql -X -At -c "SELECT count(*) FROM unnest('{{}}'::bigint[]) r(id) WHERE NOT EXISTS (SELECT FROM kvg.audit a WHERE a.id = r.id)")
+echo "  $returned answers were returned; ${missing:-?} of them have no committed row"
+if [ "$returned" -lt 1 ] || [ "${missing:-1}" != 0 ]; then failures=$((failures + 1)); fi
+check "the audit writer killed"
 
 # Immediate shutdown during a batch of answers, each its own transaction.
 for i in 1 2 3 4; do

@@ -27,7 +27,9 @@ SELECT columns_are('kvg', 'audit', ARRAY['id', 'at', 'role', 'operation', 'model
                                           'tokens_in', 'tokens_out', 'tokens_grafted', 'mode', 'knowledge_id',
                                           'verified', 'output_text', 'graft_us', 'prefill_us', 'decode_us',
                                           'prev_hash', 'row_hash', 'seq', 'kv_proven', 'row_encoding',
-                                         'output_bytes']);
+                                          'output_bytes', 'caller_xid', 'session_role', 'temperature', 'top_p',
+                                          'seed', 'max_tokens', 'stop_reason', 'prompt_tokens_sha256',
+                                          'template_sha256', 'artifact_chain']);
 SELECT col_is_pk('kvg', 'audit', 'id', 'audit rows are keyed by id');
 SELECT col_type_is('kvg', 'audit', 'id', 'bigint', 'id is a bigint');
 SELECT col_default_is('kvg', 'audit', 'id', $$nextval('kvg.audit_id_seq'::regclass)$$, 'id is a bigserial');

@@ -2,7 +2,6 @@
 -- but write nothing directly; the large objects belong to the schema owner.
 BEGIN;
 SELECT plan(35);
-SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 GRANT SELECT ON fixture TO kvg_user;
 
@@ -13,7 +12,7 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(p.proname::text ORDER BY p.proname),
-          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_capture',
+          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_audit_writers', 'kvg_capture',
                 'kvg_chat', 'kvg_chat_prompt', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                 'kvg_graft_check', 'kvg_import', 'kvg_learn',
                 'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_vacuum'],
@@ -34,9 +33,9 @@ SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bi
           'kvg_user cannot produce manifests (they hold every role''s rows)');
 SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')
           AND has_table_privilege('kvg_auditor', 'kvg.audit', 'SELECT'), 'kvg_auditor reads the audit and produces manifests');
-SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit_pending', 'SELECT, INSERT, UPDATE, DELETE'),
-          'kvg_user cannot touch pending audit rows');
-SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean, bytea)', 'EXECUTE'),
+SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit_head', 'INSERT, UPDATE, DELETE'),
+          'kvg_user cannot move the chain''s head');
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean, bytea, xid8, name, double precision, double precision, bigint, integer, text, text, text, text)', 'EXECUTE'),
           'kvg_user cannot append audit rows itself');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.knowledge', 'SELECT') AND has_table_privilege('kvg_user', 'kvg.stats', 'SELECT'),
           'kvg_user reads the library and its accounting');

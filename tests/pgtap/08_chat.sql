@@ -4,7 +4,6 @@
 -- hash, and what cannot be laid out is refused by name.
 BEGIN;
 SELECT plan(19);
-SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \getenv fixtures KVG_FIXTURES
 \getenv data KVG_TEST_DATA
 \set chatml :fixtures '/chatml.gguf'

@@ -4,7 +4,6 @@
 -- not cost the answers of the others. No work is done for them: no audit row.
 BEGIN;
 SELECT plan(26);
-SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null

@@ -7,7 +7,6 @@
 -- is kvg.max_threads.
 BEGIN;
 SELECT plan(13);
-SET CONSTRAINTS kvg.audit_link_at_commit IMMEDIATE;  -- audit rows are read before this transaction ends
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';

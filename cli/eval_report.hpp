@@ -1,0 +1,21 @@
+// What `kvg eval` prints: per phase (cold, recurring, transfer) accuracy,
+// decoded tokens, prefill tokens recomputed and grafted, ms and an estimate
+// of FLOPs per answer, overall and per item kind; as a table or one JSON
+// object (--json).
+#pragma once
+
+#include <string>
+
+#include "cli/eval_phases.hpp"
+
+namespace kvg::cli {
+
+struct EvalSummaryHeader {
+  std::string model, source;  // the model file; the questions' file or generator and seed
+  int64_t questions = 0, learning = 0, held_out = 0;
+};
+
+std::string eval_json(const EvalSummaryHeader& header, const EvalOutcome& outcome);
+std::string eval_table(const EvalSummaryHeader& header, const EvalOutcome& outcome);
+
+}  // namespace kvg::cli

@@ -1,0 +1,1 @@
+SELECT kvg_artifact_verify(:artifact);
