@@ -1,6 +1,6 @@
 // `kvg eval`: does the flywheel help this model on these questions? Cold,
 // recurring and transfer accuracy and cost, in one process and one library
-// (cli/eval_phases.hpp). Questions come from a JSONL file (--questions) or a
+// (cli/eval/eval_phases.hpp). Questions come from a JSONL file (--questions) or a
 // built-in generator (--generator NAME --seed S --count N); --dump writes
 // them as JSONL instead of evaluating (the reader model's training script
 // takes its data this way).
@@ -10,8 +10,8 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
-#include "cli/eval_generator.hpp"
-#include "cli/eval_report.hpp"
+#include "cli/eval/eval_generator.hpp"
+#include "cli/eval/eval_report.hpp"
 #include "common/error.hpp"
 
 namespace kvg::cli {

@@ -87,13 +87,14 @@ check "bench --json with two recipes is one document with both" bash -c "
   '$kvg' bench -m '$q8' -p 8 -n 2 -r 2 --skip-memory --recipe f32-portable-v1,q8-portable-v1 --json >'$tmp/two.json' &&
   python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert [r[\"recipe\"] for r in d[\"recipes\"]] == [\"f32-portable-v1\", \"q8-portable-v1\"]' '$tmp/two.json'"
 for c in "info -m $model" "generate -m $model -p Once -n 4" "chat -m $model -p Hi -n 2" \
-         "bench -m $model -p 8 -n 2 -r 2 --skip-memory" "bench-graft -m $model --lengths 8,16 -r 1"; do
+         "bench -m $model -p 8 -n 2 -r 2 --skip-memory" "bench-graft -m $model --lengths 8,16 -r 1" \
+         "eval -m $model --generator digit-rule --seed 5 --count 6 --max-tokens 4 --check 1"; do
   check "kvg ${c%% *} --json prints one JSON document" bash -c "'$kvg' $c --json | json_doc"
 done
 # A new command with --json joins the loop above, or this fails.
 check "every command with --json was checked above" bash -c "
   for c in \$('$kvg' help | awk '/^  [a-z]/ { print \$1 }'); do
-    '$kvg' \$c --help | grep -q -- '  --json ' && echo \$c; done | sort | tr '\n' ' ' | grep -qx 'bench bench-graft chat generate info '"
+    '$kvg' \$c --help | grep -q -- '  --json ' && echo \$c; done | sort | tr '\n' ' ' | grep -qx 'bench bench-graft chat eval generate info '"
 
 # What SQL refuses, refused here too (exit 2), in the words SQL uses.
 for t in NaN nan -1 inf -inf 100.5 1e999; do

@@ -1,4 +1,4 @@
-#include "cli/eval_report.hpp"
+#include "cli/eval/eval_report.hpp"
 
 #include <cstdio>
 #include <map>

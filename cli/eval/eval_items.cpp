@@ -2,14 +2,14 @@
 // parser below reads exactly that (strings with every JSON escape, and
 // numbers, booleans and null for keys it does not use) and names the line
 // and column of anything else.
-#include "cli/eval_items.hpp"
+#include "cli/eval/eval_items.hpp"
 
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include "cli/args.hpp"
-#include "cli/eval_verifier.hpp"
+#include "cli/eval/eval_verifier.hpp"
 #include "common/error.hpp"
 #include "common/utf8.hpp"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/eval_items.hpp"
-#include "cli/eval_library.hpp"
+#include "cli/eval/eval_items.hpp"
+#include "cli/eval/eval_library.hpp"
 
 namespace kvg::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/eval_answer.hpp"
+#include "cli/eval/eval_answer.hpp"
 
 #include <chrono>
 

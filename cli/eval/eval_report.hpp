@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cli/eval_phases.hpp"
+#include "cli/eval/eval_phases.hpp"
 
 namespace kvg::cli {
 

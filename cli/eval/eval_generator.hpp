@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/eval_items.hpp"
+#include "cli/eval/eval_items.hpp"
 
 namespace kvg::cli {
 

@@ -1,9 +1,9 @@
-#include "cli/eval_phases.hpp"
+#include "cli/eval/eval_phases.hpp"
 
 #include <cstdio>
 
-#include "cli/eval_answer.hpp"
-#include "cli/eval_verifier.hpp"
+#include "cli/eval/eval_answer.hpp"
+#include "cli/eval/eval_verifier.hpp"
 #include "common/error.hpp"
 #include "engine/graft_check.hpp"
 

@@ -1,4 +1,4 @@
-#include "cli/eval_verifier.hpp"
+#include "cli/eval/eval_verifier.hpp"
 
 #include <regex>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/eval_library.hpp"
+#include "cli/eval/eval_library.hpp"
 
 namespace kvg::cli {
 

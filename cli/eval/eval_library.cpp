@@ -1,8 +1,8 @@
-#include "cli/eval_library.hpp"
+#include "cli/eval/eval_library.hpp"
 
 #include <algorithm>
 
-#include "cli/eval_verifier.hpp"
+#include "cli/eval/eval_verifier.hpp"
 #include "common/error.hpp"
 #include "storage/artifact_format.hpp"
 

@@ -7,7 +7,7 @@
 // lets it answer in 6 tokens, and one of a related question (same family,
 // other digits) tells it the rule. Eight rules are never used in training:
 // on those a model cannot know the rule cold, only read it from context.
-#include "cli/eval_generator.hpp"
+#include "cli/eval/eval_generator.hpp"
 
 #include <array>
 #include <unordered_set>

@@ -1,7 +1,7 @@
 // The items `kvg eval` evaluates: a question, its right answer, the verifier
 // that checks an answer, and optionally a verified worked solution. Read from
 // JSONL ({"question", "answer", "verifier", "solution"?}, one object a line)
-// or made by a generator (cli/eval_generator.hpp).
+// or made by a generator (cli/eval/eval_generator.hpp).
 #pragma once
 
 #include <string>
