@@ -48,7 +48,7 @@ compile "$repo/tests/test_cuda.cpp" "$out/test_cuda.o"
 compile "$repo/tests/emulator/test_emulator.cpp" "$out/test_emulator.o"
 for pid in "${pids[@]}"; do wait "$pid" || { echo "run.sh: a compilation failed" >&2; exit 1; }; done
 # Objects first: they replace the CPU-only build's CUDA stubs in the archives.
-"${cxx[@]}" "${objects[@]}" "$build/tests/libkvg_test_support.a" "$build/engine/libkvg_engine.a" \
+"${cxx[@]}" "${objects[@]}" "$build/tests/libkvg_test_support.a" "$build/tools/libkvg_tools.a" "$build/engine/libkvg_engine.a" \
   "$build/kernels/libkvg_kernels.a" "$build/storage/libkvg_storage.a" -lgtest_main -lgtest -lcrypto -lpcre2-8 -lpthread \
   -o "$out/kvg_test_cuda_emulated"
 read -r -a seeds <<<"${KVG_SIMT_SEEDS:-1 2 3 4 5}"
