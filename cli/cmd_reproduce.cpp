@@ -24,6 +24,7 @@
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
+#include "common/utf8.hpp"
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
@@ -78,23 +79,6 @@ class RowParser {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++i_;
   }
-  void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += char(cp);
-    } else if (cp < 0x800) {
-      out += char(0xc0 | (cp >> 6));
-      out += char(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += char(0xe0 | (cp >> 12));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    } else {
-      out += char(0xf0 | (cp >> 18));
-      out += char(0x80 | ((cp >> 12) & 0x3f));
-      out += char(0x80 | ((cp >> 6) & 0x3f));
-      out += char(0x80 | (cp & 0x3f));
-    }
-  }
   uint32_t hex4() {
     if (i_ + 4 > s_.size()) fail("short \\u escape");
     uint32_t v = 0;
@@ -130,7 +114,7 @@ class RowParser {
             i_ += 2;
             cp = 0x10000 + ((cp - 0xd800) << 10) + (hex4() - 0xdc00);
           }
-          put_utf8(out, cp);
+          append_utf8(cp, out);
           break;
         }
         default: fail("bad escape");

@@ -1,5 +1,5 @@
 // A code point as UTF-8 bytes: what the JSON readers (engine/chat_messages.cpp,
-// cli/eval/eval_items.cpp) append for a "\u" escape.
+// cli/eval/eval_items.cpp, cli/cmd_reproduce.cpp) append for a "\u" escape.
 #pragma once
 
 #include <cstdint>
