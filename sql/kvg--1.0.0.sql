@@ -470,26 +470,30 @@ COMMENT ON FUNCTION public.kvg_audit_writers() IS
 -- in its one hash chain. A standby connects with kvg.audit_conninfo as a
 -- member of kvg_audit_writer and calls this function, which may do nothing
 -- else: it reads no audit rows and can write only through it.
--- The row is kvg.audit_insert's arguments (role as text: the standby's
--- calling role), inserted as a local call's row and linked into the chain
--- before it returns, so that the standby learns the row's id, seq and
--- row_hash. The transaction is the caller's (the standby's one statement),
--- so the row is committed when the standby has its answer. Refuses rows of
--- what only a primary does (import, capture, learn, solve), an output_sha256
--- that does not cover the output, and running on a standby.
-CREATE FUNCTION kvg.audit_append_forwarded(operation text, role text, model_fingerprint text, recipe text,
-                                           input_sha256 text, artifact_sha256 text, output_sha256 text,
-                                           logits_sha256 text, tokens_in integer, tokens_out integer,
-                                           tokens_grafted integer, mode text, knowledge_id bigint,
-                                           verified boolean, output_text text, graft_us bigint,
-                                           prefill_us bigint, decode_us bigint, kv_proven boolean,
-                                           output_bytes bytea)
+-- The row is one jsonb object whose fields are kvg.audit_insert's
+-- parameters by name, each a string or null (kvg.audit_columns()): the
+-- standby's calling and session roles, every reproduction field, no
+-- caller_xid (the standby's transaction means nothing here). It is
+-- committed by the audit writer like a local call's row before this
+-- returns, so that the standby learns the row's id, seq and row_hash.
+-- Refuses rows of what only a primary does (import, capture, learn,
+-- solve), unknown fields, an output_sha256 that does not cover the output,
+-- and running on a standby.
+CREATE FUNCTION kvg.audit_append_forwarded("row" jsonb)
 RETURNS TABLE (id bigint, seq bigint, row_hash text)
 AS 'MODULE_PATHNAME', 'kvg_audit_append_forwarded' LANGUAGE C VOLATILE ROWS 1;
-COMMENT ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer, integer,
-                                               integer, text, bigint, boolean, text, bigint, bigint, bigint,
-                                               boolean, bytea) IS
+COMMENT ON FUNCTION kvg.audit_append_forwarded(jsonb) IS
   'Appends the audit row of a call a hot standby answered; for kvg_audit_writer (docs/scale-out.md).';
+
+-- The columns of an audit row as the extension's C++ knows them (its one
+-- table, extension/src/audit_row.cpp), in kvg.audit_insert's order: the
+-- writer's insert and the forwarded row are made from it, and
+-- tests/pgtap/18_audit_columns.sql checks it against kvg.audit_insert.
+CREATE FUNCTION kvg.audit_columns(OUT "position" integer, OUT name text, OUT sql_type text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_audit_columns' LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION kvg.audit_columns() IS
+  'The audit row''s columns as the extension''s C++ writes them, in kvg.audit_insert''s order.';
 
 -- Audit rows from_seq..to_seq (either bound open when NULL) with every field
 -- of their row hash, the output among them, so that a third party can
@@ -1115,13 +1119,11 @@ GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
 GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.knowledge TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
                           public.kvg_audit_writers(), public.kvg_export(text),
-                          kvg.audit_row_hash(kvg.audit), kvg.audit_field(text) TO kvg_auditor;
+                          kvg.audit_row_hash(kvg.audit), kvg.audit_field(text), kvg.audit_columns() TO kvg_auditor;
 
 -- kvg_audit_writer: a standby's one way in.
 GRANT USAGE ON SCHEMA kvg TO kvg_audit_writer;
-GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer,
-                                                     integer, integer, text, bigint, boolean, text, bigint, bigint,
-                                                     bigint, boolean, bytea) TO kvg_audit_writer;
+GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(jsonb), kvg.audit_columns() TO kvg_audit_writer;
 
 -- kvg_orphans, kvg_vacuum and kvg_artifact_delete stay with the extension's owner
 -- (and superusers): they read and unlink large objects of every role.

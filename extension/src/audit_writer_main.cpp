@@ -26,19 +26,16 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "extension/src/audit_row.hpp"
 #include "extension/src/audit_writer_shmem.hpp"
 
 namespace kvg::pg::audit_writer {
 
 namespace {
 
-// kvg.audit_insert's parameters, in audit.cpp's audit_writer_values order.
-constexpr const char* kInsert =
-    "SELECT kvg.audit_insert($1, $2::name, $3, $4, $5, $6, $7, $8, $9::integer, $10::integer, $11::integer, $12, "
-    "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean, "
-    "pg_catalog.decode($20, 'hex'), $21::xid8, $22::name, $23::float8, $24::float8, $25::bigint, $26::integer, "
-    "$27, $28, $29, $30)";
-constexpr int kParams = 30;
+// kvg.audit_insert with the row's values as text parameters (audit_row.hpp),
+// made once when the writer starts: no C++ runs while a row is written.
+std::string insert_statement;
 
 struct Claimed {
   int slot;
@@ -163,6 +160,7 @@ int64_t insert_row(dsm_segment* segment) {
     p += sizeof(n);
     return n;
   };
+  constexpr int kParams = kAuditColumnCount;
   if (get32() != uint32_t(kParams)) elog(ERROR, "kvg audit writer: a request of another version");
   Oid types[kParams];
   Datum values[kParams];
@@ -177,7 +175,7 @@ int64_t insert_row(dsm_segment* segment) {
     nulls[i] = present ? ' ' : 'n';
     p += n;
   }
-  const int rc = SPI_execute_with_args(kInsert, kParams, types, values, nulls, false, 1);
+  const int rc = SPI_execute_with_args(insert_statement.c_str(), kParams, types, values, nulls, false, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg audit writer: kvg.audit_insert failed (%d)", rc);
   bool isnull = true;
   const Datum id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -263,6 +261,7 @@ void kvg_audit_writer_main(Datum main_arg) {
   BackgroundWorkerUnblockSignals();
   const Oid db = DatumGetObjectId(main_arg);
   if (!shared() || database_dropped(db)) proc_exit(0);
+  insert_statement = kvg::pg::audit_insert_statement();
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
   // Its own transactions are short and always READ COMMITTED, read-write,
   // whatever the database's defaults (kvg.audit_insert relies on it).

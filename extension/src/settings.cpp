@@ -78,7 +78,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/request_limits.hpp"
 #include "extension/src/disk_headroom.hpp"
-#include "extension/src/primary_link.hpp"
+#include "extension/src/conninfo.hpp"
 #include "extension/src/postgres.hpp"
 
 namespace kvg::pg::settings {
@@ -136,7 +136,7 @@ bool check_audit_conninfo(char** newval, void**, GucSource) {
   static char problem[512];
   problem[0] = '\0';
   try {
-    if (auto why = primary_link::conninfo_problem(*newval ? *newval : "")) strlcpy(problem, why->c_str(), sizeof(problem));
+    if (auto why = conninfo_problem(*newval ? *newval : "")) strlcpy(problem, why->c_str(), sizeof(problem));
   } catch (...) {
     strlcpy(problem, "unexpected error", sizeof(problem));
   }
