@@ -622,6 +622,39 @@ AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
 COMMENT ON FUNCTION public.kvg_graft_check(text, text, integer) IS
   'Grafts the artifact and evaluates continuation, recomputes the whole prompt in one pass, and compares the logits.';
 
+-- Text or tokens (docs/sql.md): a prompt or continuation may be given as
+-- token ids instead of text, so that what follows an artifact is exactly the
+-- tokens meant (text after an artifact is tokenized on its own, which need
+-- not give the tokens of the whole text tokenized at once). The same C
+-- functions take either; kvg_tokenize shows a text's tokens.
+CREATE FUNCTION public.kvg_capture(prefix integer[], artifact text DEFAULT NULL) RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_capture(integer[], text) IS
+  'kvg_capture with the prefix as token ids, taken as they are (after the artifact''s tokens when one is given).';
+CREATE FUNCTION public.kvg_generate(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                    seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate(integer[], integer, text, bigint, double precision) IS
+  'kvg_generate with the prompt as token ids, taken as they are (after the artifact''s tokens when one is given).';
+CREATE FUNCTION public.kvg_generate_bytes(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                          seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate_bytes(integer[], integer, text, bigint, double precision) IS
+  'kvg_generate_bytes with the prompt as token ids.';
+CREATE FUNCTION public.kvg_graft_check(artifact text, continuation integer[], samples integer DEFAULT 1)
+RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max double precision,
+               argmax_agreement double precision, exact boolean)
+AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
+COMMENT ON FUNCTION public.kvg_graft_check(text, integer[], integer) IS
+  'kvg_graft_check with the continuation as token ids, taken as they are after the artifact''s tokens.';
+CREATE FUNCTION public.kvg_tokenize(text text, artifact text DEFAULT NULL) RETURNS integer[]
+AS 'MODULE_PATHNAME', 'kvg_tokenize' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_tokenize(text, text) IS
+  'The token ids a call would use for text: with BOS when nothing precedes it, or only the new tokens after the '
+  'artifact''s chain. Not audited.';
+
 CREATE FUNCTION public.kvg_model_info() RETURNS jsonb
 AS 'MODULE_PATHNAME', 'kvg_model_info' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_model_info() IS 'The model kvg.model names and how this backend runs it.';
@@ -1091,6 +1124,11 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_generate(text, integer, text, bigint, double precision),
   public.kvg_generate_bytes(text, integer, text, bigint, double precision),
   public.kvg_graft_check(text, text, integer),
+  public.kvg_capture(integer[], text),
+  public.kvg_generate(integer[], integer, text, bigint, double precision),
+  public.kvg_generate_bytes(integer[], integer, text, bigint, double precision),
+  public.kvg_graft_check(text, integer[], integer),
+  public.kvg_tokenize(text, text),
   public.kvg_model_info(),
   public.kvg_chat(jsonb, integer, text, bigint, double precision),
   public.kvg_chat_prompt(jsonb, text),
