@@ -17,7 +17,9 @@
 -- calls the functions and reads the catalogs; kvg_author is a kvg_user who
 -- may also deposit entries checked by SQL functions; kvg_auditor reads every
 -- audit row and produces manifests; kvg_audit_writer is what a hot standby
--- connects as to append its audit rows here. Rows of kvg.artifacts, kvg.audit
+-- connects as to append its audit rows here; kvg_verifier is the role
+-- function verifiers run as, in a worker of their own (granted nothing here:
+-- the administrator grants it what verifiers may read; docs/security.md). Rows of kvg.artifacts, kvg.audit
 -- and kvg.knowledge, and the artifacts' large objects, are written by the C
 -- code with the rights of the schema owner (extension/src/owner_rights.hpp),
 -- so no role needs INSERT on them and no SECURITY DEFINER function is needed.
@@ -44,7 +46,7 @@ DO $$
 DECLARE
   r text;
 BEGIN
-  FOREACH r IN ARRAY ARRAY['kvg_user', 'kvg_author', 'kvg_auditor', 'kvg_audit_writer'] LOOP
+  FOREACH r IN ARRAY ARRAY['kvg_user', 'kvg_author', 'kvg_auditor', 'kvg_audit_writer', 'kvg_verifier'] LOOP
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
       EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', r);
     END IF;
@@ -733,8 +735,8 @@ COMMENT ON FUNCTION kvg.answer_words(text) IS 'An answer''s words as the verifie
 --                     among the words of `candidate`
 --   exact:<text>      the candidate's words are the words of <text>
 --   regex:<pattern>   the candidate matches <pattern> (a PostgreSQL regular expression)
--- Function verifiers ("schema"."name") run from C with the depositor's
--- rights (extension/src/verifier.cpp), never through here.
+-- Function verifiers ("schema"."name") run in a background worker as
+-- kvg_verifier (extension/src/verifier_worker.hpp), never through here.
 CREATE FUNCTION kvg.verify(verifier text, question text, candidate text, reference text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -754,21 +756,143 @@ $$;
 COMMENT ON FUNCTION kvg.verify(text, text, text, text) IS
   'Whether candidate passes a built-in verifier (contains, exact:, regex:).';
 
--- What a function verifier is pinned to: its definition (schema, name,
--- arguments, language, body, volatility, SECURITY DEFINER, SET options) and
--- its owner. A verifier whose pin changed is not run: the entry fails closed.
+-- What a function verifier reaches, and what it is pinned to (docs/security.md,
+-- promise 8). The reach is the closure over pg_depend from the function:
+-- forward, every object a thing depends on (the functions, operators,
+-- types, casts, tables and views an atomic SQL body names: PostgreSQL
+-- records them for LANGUAGE sql functions with a BEGIN ATOMIC or RETURN
+-- body); and, from a table, view or type, what is attached to it and
+-- changes what reading or writing it does (view rules, triggers, row
+-- security policies, column defaults, constraints, indexes, domain
+-- checks). Each object has a canonical definition, printed under the fixed
+-- settings below (SET on the function), so that no session's settings
+-- change it. `allowed` is false for a function whose code cannot be
+-- followed: one that is neither atomic SQL nor built-in (owned by the
+-- bootstrap superuser and in pg_catalog, or internal/C), and the built-ins
+-- that run SQL text they are given (query_to_xml and kin, ts_stat).
+-- A table's rows are data, not definition: they are not pinned.
+CREATE FUNCTION kvg.verifier_reach(fn regprocedure, OUT object text, OUT definition text, OUT allowed boolean)
+RETURNS SETOF record
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp SET quote_all_identifiers = off SET extra_float_digits = 1
+SET datestyle = 'ISO, MDY' SET intervalstyle = postgres SET timezone = 'UTC' SET bytea_output = hex
+SET standard_conforming_strings = on SET lc_monetary = 'C' SET xmloption = content
+AS $$
+  WITH RECURSIVE reach(classid, objid) AS (
+    SELECT 'pg_proc'::regclass::oid, fn::oid
+    UNION
+    SELECT e.classid, e.objid
+    FROM reach r
+    CROSS JOIN LATERAL (
+      SELECT d.refclassid, d.refobjid FROM pg_depend d
+      WHERE d.classid = r.classid AND d.objid = r.objid
+      UNION ALL
+      SELECT d.classid, d.objid FROM pg_depend d
+      WHERE r.classid IN ('pg_class'::regclass, 'pg_type'::regclass)
+        AND d.refclassid = r.classid AND d.refobjid = r.objid AND d.deptype IN ('a', 'i')
+        AND d.classid IN ('pg_rewrite'::regclass, 'pg_trigger'::regclass, 'pg_policy'::regclass,
+                          'pg_attrdef'::regclass, 'pg_constraint'::regclass, 'pg_class'::regclass)
+    ) e(classid, objid)
+  )
+  SELECT pg_describe_object(r.classid, r.objid, 0),
+         coalesce(CASE r.classid
+           WHEN 'pg_proc'::regclass THEN (
+             SELECT CASE WHEN p.prokind IN ('a', 'w') THEN p.oid::regprocedure::text || ' aggregate'
+                         ELSE pg_get_functiondef(p.oid) END
+                    || E'\nowner ' || pg_get_userbyid(p.proowner)
+                    || E'\nconfig ' || coalesce(array_to_string(p.proconfig, E'\n'), '')
+             FROM pg_proc p WHERE p.oid = r.objid)
+           WHEN 'pg_operator'::regclass THEN (
+             SELECT format('%s code %s owner %s', o.oid::regoperator, o.oprcode::regprocedure,
+                           pg_get_userbyid(o.oprowner))
+             FROM pg_operator o WHERE o.oid = r.objid)
+           WHEN 'pg_type'::regclass THEN (
+             SELECT format('%s kind %s base %s notnull %s default %s owner %s labels %s', t.oid::regtype,
+                           t.typtype, t.typbasetype::regtype, t.typnotnull, t.typdefault,
+                           pg_get_userbyid(t.typowner),
+                           (SELECT string_agg(quote_literal(e.enumlabel), ',' ORDER BY e.enumsortorder)
+                            FROM pg_enum e WHERE e.enumtypid = t.oid))
+             FROM pg_type t WHERE t.oid = r.objid)
+           WHEN 'pg_class'::regclass THEN (
+             SELECT format('%s kind %s owner %s rls %s %s columns %s', c.oid::regclass, c.relkind,
+                           pg_get_userbyid(c.relowner), c.relrowsecurity, c.relforcerowsecurity,
+                           (SELECT string_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod),
+                                              ', ' ORDER BY a.attnum)
+                            FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped))
+                    || CASE c.relkind WHEN 'v' THEN E'\n' || pg_get_viewdef(c.oid)
+                                      WHEN 'm' THEN E'\n' || pg_get_viewdef(c.oid)
+                                      WHEN 'i' THEN E'\n' || pg_get_indexdef(c.oid) ELSE '' END
+             FROM pg_class c WHERE c.oid = r.objid)
+           WHEN 'pg_rewrite'::regclass THEN (
+             SELECT pg_get_ruledef(w.oid) || ' enabled ' || w.ev_enabled::text FROM pg_rewrite w WHERE w.oid = r.objid)
+           WHEN 'pg_trigger'::regclass THEN (
+             SELECT pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text FROM pg_trigger t WHERE t.oid = r.objid)
+           WHEN 'pg_policy'::regclass THEN (
+             SELECT format('policy %s on %s cmd %s permissive %s roles %s using %s check %s', quote_ident(p.polname),
+                           p.polrelid::regclass, p.polcmd, p.polpermissive, p.polroles::regrole[],
+                           pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+             FROM pg_policy p WHERE p.oid = r.objid)
+           WHEN 'pg_attrdef'::regclass THEN (
+             SELECT format('default of %s.%s: %s', d.adrelid::regclass, d.adnum, pg_get_expr(d.adbin, d.adrelid))
+             FROM pg_attrdef d WHERE d.oid = r.objid)
+           WHEN 'pg_constraint'::regclass THEN (
+             SELECT pg_get_constraintdef(c.oid) || ' validated ' || c.convalidated::text || ' on '
+                    || coalesce(c.conrelid::regclass::text, c.contypid::regtype::text)
+             FROM pg_constraint c WHERE c.oid = r.objid)
+           WHEN 'pg_cast'::regclass THEN (
+             SELECT format('cast %s as %s with %s context %s method %s', c.castsource::regtype,
+                           c.casttarget::regtype, c.castfunc::regprocedure, c.castcontext, c.castmethod)
+             FROM pg_cast c WHERE c.oid = r.objid)
+           ELSE pg_describe_object(r.classid, r.objid, 0)
+         END, ''),
+         -- Code that cannot be pinned: a function that is neither atomic
+         -- SQL nor built in; or a parsed body, rule, policy, default or
+         -- check that calls a built-in running SQL text (built-ins are not
+         -- in pg_depend: their calls are found by OID in the parse trees).
+         (r.classid <> 'pg_proc'::regclass OR EXISTS (
+            SELECT FROM pg_proc p
+            WHERE p.oid = r.objid
+              AND ((p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql') AND p.prosqlbody IS NOT NULL)
+                   OR (p.proowner = 10 AND (p.pronamespace = 'pg_catalog'::regnamespace
+                                            OR p.prolang IN (SELECT oid FROM pg_language
+                                                             WHERE lanname IN ('internal', 'c')))))))
+         AND coalesce(CASE r.classid
+               WHEN 'pg_proc'::regclass THEN (SELECT p.prosqlbody::text FROM pg_proc p WHERE p.oid = r.objid)
+               WHEN 'pg_rewrite'::regclass THEN (
+                 SELECT w.ev_action::text || coalesce(w.ev_qual::text, '') FROM pg_rewrite w WHERE w.oid = r.objid)
+               WHEN 'pg_policy'::regclass THEN (
+                 SELECT coalesce(p.polqual::text, '') || coalesce(p.polwithcheck::text, '')
+                 FROM pg_policy p WHERE p.oid = r.objid)
+               WHEN 'pg_attrdef'::regclass THEN (SELECT d.adbin::text FROM pg_attrdef d WHERE d.oid = r.objid)
+               WHEN 'pg_constraint'::regclass THEN (SELECT c.conbin::text FROM pg_constraint c WHERE c.oid = r.objid)
+               WHEN 'pg_trigger'::regclass THEN (SELECT t.tgqual::text FROM pg_trigger t WHERE t.oid = r.objid)
+             END, '') !~ (
+           SELECT ':funcid (' || string_agg(p.oid::text, '|') || ')[^0-9]'
+           FROM pg_proc p
+           WHERE p.pronamespace = 'pg_catalog'::regnamespace
+             AND p.proname IN ('query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'ts_stat'))
+  FROM reach r
+$$;
+COMMENT ON FUNCTION kvg.verifier_reach(regprocedure) IS
+  'Everything a function verifier reaches, each with its canonical definition and whether its code can be pinned.';
+
+-- What a function verifier is pinned to: the SHA-256 of the canonical
+-- definitions of everything it reaches (kvg.verifier_reach), in a fixed
+-- order. A change to any of them, by anyone, changes the pin: the entry
+-- fails closed.
 CREATE FUNCTION kvg.function_pin(fn regprocedure) RETURNS text
 LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT encode(sha256(convert_to(
-           'kvg-verifier-pin-v1' || E'\n' || pg_get_functiondef(p.oid) || E'\n'
-           || pg_get_userbyid(p.proowner)::text || E'\n' || p.prosecdef::text || E'\n'
-           || coalesce(array_to_string(p.proconfig, E'\n'), ''),
+           'kvg-verifier-pin-v2' || E'\n'
+           || string_agg(length(r.object)::text || ':' || r.object || E'\n' || length(r.definition)::text || ':'
+                         || r.definition, E'\n' ORDER BY r.object COLLATE "C", r.definition COLLATE "C"),
          'UTF8')), 'hex')
-  FROM pg_proc p WHERE p.oid = fn
+  FROM kvg.verifier_reach(fn) r
+  WHERE EXISTS (SELECT FROM pg_proc WHERE oid = fn)
 $$;
 COMMENT ON FUNCTION kvg.function_pin(regprocedure) IS
-  'What a function verifier is pinned to at deposit: its definition and owner, hashed.';
+  'What a function verifier is pinned to: everything it reaches (kvg.verifier_reach), each by its definition, hashed.';
 
 -- The library: one verified solution per question.
 CREATE TABLE kvg.knowledge (

@@ -91,13 +91,14 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
-  const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier.spec, entry.verifier.pin, calling_role()},
+  const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier.spec, entry.verifier.pin},
                                 entry.question, candidate, entry.answer);
   if (!verdict.passed)
     raise_sqlstate("22V04",
                    "the entry fails its verifier " + entry.verifier.spec +
                        (entry.verifier.kind == Verifier::Kind::Contains ? ": the solution does not contain the answer"
-                                                                        : ": the answer is not accepted"),
+                        : verdict.refusal                                 ? " (" + *verdict.refusal + ")"
+                                                                          : ": the answer is not accepted"),
                    "Only verified entries are learned; nothing was stored.");
 
   AuditRecord audit = call.audit("learn");

@@ -111,6 +111,7 @@ int audit_connect_timeout_ms_value = 5000;
 bool allow_unaudited_value = false;
 bool require_exact_value = false;
 int audit_writer_idle_ms_value = 60000;
+int verifier_timeout_ms_value = 5000;
 
 // engine/knowledge_prompt.hpp: on a model with a chat template, this default
 // is laid out in the model's chat format.
@@ -257,6 +258,11 @@ void define() {
                           "How long a database's audit writer waits for rows before it stops (docs/audit-chain.md).",
                           "The next audited call starts it again.", &audit_writer_idle_ms_value, 60000, 100,
                           INT_MAX, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.verifier_timeout",
+                          "How long a function verifier may run, in its worker, before it fails closed.",
+                          "The worker's whole transaction: pin, call, pin again (docs/security.md).",
+                          &verifier_timeout_ms_value, 5000, 1, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
+                          nullptr);
   disk_headroom::define_setting();
   MarkGUCPrefixReserved("kvg");
 }
@@ -289,5 +295,6 @@ int audit_connect_timeout_ms() { return audit_connect_timeout_ms_value; }
 bool allow_unaudited() { return allow_unaudited_value; }
 bool require_exact() { return require_exact_value; }
 int audit_writer_idle_ms() { return audit_writer_idle_ms_value; }
+int verifier_timeout_ms() { return verifier_timeout_ms_value; }
 
 }  // namespace kvg::pg::settings

@@ -50,5 +50,8 @@ bool allow_unaudited();
 bool require_exact();
 // kvg.audit_writer_idle_timeout in milliseconds.
 int audit_writer_idle_ms();
+// kvg.verifier_timeout in milliseconds: a function verifier's worker
+// transaction, at most (extension/src/verifier_worker.hpp).
+int verifier_timeout_ms();
 
 }  // namespace kvg::pg::settings

@@ -7,6 +7,7 @@
 #include "extension/src/spi.hpp"
 #include "extension/src/sql_raise.hpp"
 #include "extension/src/trusted_roles.hpp"
+#include "extension/src/verifier_worker.hpp"
 
 namespace kvg::pg {
 
@@ -32,9 +33,21 @@ bool is_function(const std::string& spec) {
 
 // kvg.function_pin of the function `qualified`(text, text) as it is now, or
 // nullopt when it does not exist. Read with the owner's rights: the pin must
-// not depend on what the caller may see.
-std::optional<std::string> current_pin(Spi& spi, const std::string& qualified) {
+// not depend on what the caller may see (and kvg.function_pin fixes every
+// setting its text depends on). First refuses, by name, a function whose
+// reach includes code that cannot be pinned (kvg.verifier_reach).
+std::optional<std::string> deposit_pin(Spi& spi, const std::string& qualified) {
   OwnerRights owner;
+  const auto refused = spi.run(
+      "SELECT string_agg(object, ', ' ORDER BY object) "
+      "FROM kvg.verifier_reach(pg_catalog.to_regprocedure($1 || '(text, text)')) WHERE NOT allowed",
+      {qualified});
+  if (const auto& names = refused.at(0).at(0))
+    raise_sqlstate("42P13",
+                   "verifier function " + qualified + " reaches code whose behaviour cannot be pinned: " +
+                       names->substr(0, 1000),
+                   "A verifier and every function it reaches must be LANGUAGE sql with a BEGIN ATOMIC or RETURN "
+                   "body, or built in; no dynamic SQL (docs/security.md).");
   const auto rows =
       spi.run("SELECT kvg.function_pin(pg_catalog.to_regprocedure($1 || '(text, text)'))", {qualified});
   return rows.at(0).at(0);
@@ -75,7 +88,7 @@ Verifier parse_verifier(Spi& spi, const std::string& text) {
     raise_sqlstate("22023", "verifier function " + text + " is temporary: it would vanish before the entry does",
                    "Create the verifier in a permanent schema.");
   const std::string qualified = rows[0].at(0).value();
-  return {Verifier::Kind::Function, qualified, current_pin(spi, qualified)};
+  return {Verifier::Kind::Function, qualified, deposit_pin(spi, qualified)};
 }
 
 Verdict check(Spi& spi, const StoredVerifier& verifier, const std::string& question, const std::string& candidate,
@@ -88,23 +101,10 @@ Verdict check(Spi& spi, const StoredVerifier& verifier, const std::string& quest
     return Verdict{false, "verifier " + verifier.spec + " was not run: " + why};
   };
   if (!verifier.pin) return closed("the entry was deposited before verifiers were pinned; learn it again");
-  const std::optional<std::string> pin = current_pin(spi, verifier.spec);
-  if (!pin) return closed("the function no longer exists");
-  if (*pin != *verifier.pin) return closed("the function changed since the entry was deposited");
-  const std::optional<unsigned> depositor = role_oid(verifier.depositor);
-  if (!depositor) return closed("its depositor, role " + verifier.depositor + ", no longer exists");
-  {
-    OwnerRights owner;
-    const auto allowed = spi.run(
-        "SELECT pg_catalog.has_function_privilege($1::name, pg_catalog.to_regprocedure($2 || '(text, text)'), "
-        "'EXECUTE')",
-        {verifier.depositor, verifier.spec});
-    if (allowed.at(0).at(0) != SqlValue("t")) return closed("its depositor may no longer execute it");
-  }
-  RunAs depositor_rights(*depositor, true);
-  // spec is a quoted, qualified name (format('%I.%I')): safe to splice.
-  const auto rows = spi.run(("SELECT " + verifier.spec + "($1, $2)").c_str(), {question, candidate});
-  return {rows.at(0).at(0) == SqlValue("t"), std::nullopt};
+  // Pin, call and verdict all happen in the worker's own session.
+  const verifier_worker::Outcome outcome = verifier_worker::run(verifier.spec, *verifier.pin, question, candidate);
+  if (outcome.refusal) return closed(*outcome.refusal);
+  return {outcome.passed, std::nullopt};
 }
 
 std::string evidence(const Verifier& verifier, const std::string& answer) {

@@ -2,10 +2,11 @@
 // how a decoded answer is checked against it (docs/flywheel.md). The built-in
 // forms (contains, exact:, regex:) run in SQL (kvg.verify): pure functions of
 // their arguments. A function verifier is code one user wrote that others'
-// calls run, so it is pinned and confined (docs/security.md): pinned at
-// deposit (kvg.function_pin: definition, owner, security attributes), never
-// run once its pin changed, and run with the rights of whoever deposited the
-// entry as a security-restricted operation — never with the asker's.
+// calls run, so it is pinned and isolated (docs/security.md): pinned at
+// deposit (kvg.function_pin: the definitions of everything it reaches), never
+// run once its pin changed, and run in a background worker of its own as
+// the role kvg_verifier (verifier_worker.hpp) — never in the asker's session,
+// never with the asker's, the depositor's or a superuser's rights.
 #pragma once
 
 #include <optional>
@@ -23,16 +24,15 @@ struct Verifier {
 
 // Parses what a caller wrote, resolving a function name with the caller's
 // search_path into its qualified name and pinning it. Refuses (22023, 42883,
-// 42804, 2201B) what cannot verify anything, and a function verifier (42501)
-// unless the caller is a member of kvg_author.
+// 42804, 2201B) what cannot verify anything, a function verifier (42501)
+// unless the caller is a member of kvg_author, and one (42P13) that reaches
+// a function that is neither atomic SQL nor built in.
 Verifier parse_verifier(Spi& spi, const std::string& text);
 
-// A verifier as an entry holds it: canonical spec, pin, and the role whose
-// rights a function verifier runs with (the depositor).
+// A verifier as an entry holds it: canonical spec and pin.
 struct StoredVerifier {
   std::string spec;
   std::optional<std::string> pin;
-  std::string depositor;
 };
 
 struct Verdict {

@@ -2,13 +2,13 @@
 --  1. a forged artifact (one user's header and tokens, another's KV) is
 --     refused on import, and stored unverified it is never grafted into
 --     another user's call: output with prefix reuse on = output with it off;
---  2. a function verifier rewritten after deposit is not run, and one that is
---     runs with its depositor's rights, never a superuser asker's;
+--  2. a function verifier needs kvg_author (the rest of what verifiers
+--     promise: 22_verifier_isolation.sql);
 --  3. work is bounded before it starts (prompt bytes, threads, temperature,
 --     import size, import quota);
 --  4. a kvg_user sees its own audit rows, kvg_auditor all of them.
 BEGIN;
-SELECT plan(44);
+SELECT plan(35);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -136,51 +136,9 @@ CREATE FUNCTION tap_m.accept(q text, a text) RETURNS boolean LANGUAGE sql AS 'SE
 SELECT throws_ok($$SELECT kvg_learn('What did the bad dog do?', 'tap_m.accept', 'The dog bit the girl.', 'bit')$$,
                  '42501', NULL, 'a function verifier needs kvg_author');
 RESET ROLE;
-GRANT kvg_author TO tap_mallory;
-SET ROLE tap_mallory;
-SELECT kvg_learn('What did the bad dog do?', 'tap_m.accept', 'The dog bit the girl.', 'bit') AS dog_entry \gset
-SELECT isnt(verifier_pin, NULL, 'the verifier is pinned at deposit') FROM kvg.knowledge WHERE id = :dog_entry;
--- The rewrite: harmless until a superuser asks.
-CREATE OR REPLACE FUNCTION tap_m.accept(q text, a text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-    EXECUTE 'ALTER ROLE tap_mallory SUPERUSER';
-  END IF;
-  RETURN true;
-END
-$$;
-RESET ROLE;
-SET client_min_messages = error;
-SELECT is(verified, false, 'a rewritten verifier fails closed: the answer is not verified')
-FROM kvg_answer_detail('What did the bad dog do?', 4);
-RESET client_min_messages;
-SELECT is((SELECT rolsuper FROM pg_roles WHERE rolname = 'tap_mallory'), false,
-          'and it did not run: the depositor did not become a superuser');
-SELECT is(verified, false, 'the audit row records the unverified answer')
-FROM kvg.audit WHERE operation = 'answer' ORDER BY seq DESC LIMIT 1;
-
--- An unchanged verifier runs as its depositor, whoever asks.
-SET ROLE tap_mallory;
-CREATE FUNCTION tap_m.runs_as_depositor(q text, a text) RETURNS boolean LANGUAGE sql
-  AS $$ SELECT current_user = 'tap_mallory' $$;
-SELECT kvg_learn('Who bit the girl?', 'tap_m.runs_as_depositor', 'The bad dog bit the girl.', 'dog') AS who_entry \gset
-RESET ROLE;
-SELECT is(verifier, 'tap_m.runs_as_depositor'::text, 'stored schema-qualified') FROM kvg.knowledge WHERE id = :who_entry;
-SELECT kvg.function_pin('tap_m.runs_as_depositor(text, text)'::regprocedure) AS pin \gset
-SELECT is(verifier_pin, :'pin', 'pinned to its definition') FROM kvg.knowledge WHERE id = :who_entry;
-SET ROLE tap_alice;
-SELECT kvg_answer_detail('Who bit the girl?', 4) \g /dev/null
-SELECT is(verified, true, 'another user''s question runs the pinned verifier, as its depositor')
-FROM kvg.audit WHERE operation = 'answer' ORDER BY seq DESC LIMIT 1;
-RESET ROLE;
-SELECT is(verified, true, 'asked by a superuser, the verifier still runs as its depositor, not as the superuser')
-FROM kvg_answer_detail('Who bit the girl?', 4);
-SET ROLE tap_mallory;
-DROP FUNCTION tap_m.runs_as_depositor(text, text);
-RESET ROLE;
-SET client_min_messages = error;
-SELECT is(verified, false, 'a dropped verifier fails closed') FROM kvg_answer_detail('Who bit the girl?', 4);
-RESET client_min_messages;
+-- What a function verifier is pinned to, how it runs and who it runs as:
+-- 22_verifier_isolation.sql (its functions must be committed: it runs in a
+-- session of its own).
 
 -- 3. Bounded work -------------------------------------------------------------------
 
