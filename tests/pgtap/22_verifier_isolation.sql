@@ -28,6 +28,20 @@ CREATE FUNCTION pg_temp.committed(statements text) RETURNS text LANGUAGE sql AS 
                             current_setting('unix_socket_directories'), current_setting('port'), current_user),
                      statements)
 $$;
+-- Mallory's replacement of one of her functions: harmless until a superuser runs it.
+CREATE FUNCTION pg_temp.escalating(signature text, result_type text, result text) RETURNS text LANGUAGE sql AS $$
+  SELECT format($sql$
+    SET ROLE tap_iso_mallory;
+    CREATE OR REPLACE FUNCTION %s RETURNS %s LANGUAGE plpgsql AS $f$
+    BEGIN
+      IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE tap_iso_mallory SUPERUSER';
+      END IF;
+      RETURN %s;
+    END
+    $f$;
+  $sql$, signature, result_type, result)
+$$;
 -- Leftovers of a run that stopped half-way.
 SELECT pg_temp.committed($$
   DROP SCHEMA IF EXISTS tap_iso_m, tap_iso_admin CASCADE;
@@ -39,7 +53,7 @@ SELECT pg_temp.committed($sql$
   CREATE SCHEMA tap_iso_admin;
   GRANT USAGE ON SCHEMA tap_iso_m, tap_iso_admin TO PUBLIC;
   SET ROLE tap_iso_mallory;
-  CREATE FUNCTION tap_iso_m.normalize(a text) RETURNS text LANGUAGE sql IMMUTABLE RETURN lower(btrim(a));
+  CREATE FUNCTION tap_iso_m.normalize(a text) RETURNS text LANGUAGE sql RETURN lower(btrim(a));
   CREATE FUNCTION tap_iso_m.accept(q text, a text) RETURNS boolean LANGUAGE sql RETURN true;
   RESET ROLE;
   -- The superuser's verifier calls mallory's function.
@@ -95,17 +109,7 @@ SET ROLE tap_iso_alice;
 SELECT is(verified, true, 'alice''s answer is verified by the superuser''s verifier, through mallory''s callee')
 FROM kvg_answer_detail('Who checks the tap check?', 4);
 RESET ROLE;
-SELECT pg_temp.committed($sql$
-  SET ROLE tap_iso_mallory;
-  CREATE OR REPLACE FUNCTION tap_iso_m.normalize(a text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $f$
-  BEGIN
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-      EXECUTE 'ALTER ROLE tap_iso_mallory SUPERUSER';
-    END IF;
-    RETURN lower(btrim(a));
-  END
-  $f$;
-$sql$) \g /dev/null
+SELECT pg_temp.committed(pg_temp.escalating('tap_iso_m.normalize(a text)', 'text', 'lower(btrim(a))')) \g /dev/null
 SELECT isnt(kvg.function_pin('tap_iso_admin.check(text, text)'::regprocedure), :'check_pin',
             'the callee''s change changes the caller''s pin');
 SET ROLE tap_iso_alice;
@@ -123,17 +127,7 @@ SET ROLE tap_iso_mallory;
 SELECT kvg_learn('What did the tap dog do?', 'tap_iso_m.accept', 'The tap dog bit the girl.', 'bit') AS dog_entry \gset
 SELECT isnt(verifier_pin, NULL, 'the verifier is pinned at deposit') FROM kvg.knowledge WHERE id = :dog_entry;
 RESET ROLE;
-SELECT pg_temp.committed($sql$
-  SET ROLE tap_iso_mallory;
-  CREATE OR REPLACE FUNCTION tap_iso_m.accept(q text, a text) RETURNS boolean LANGUAGE plpgsql AS $f$
-  BEGIN
-    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
-      EXECUTE 'ALTER ROLE tap_iso_mallory SUPERUSER';
-    END IF;
-    RETURN true;
-  END
-  $f$;
-$sql$) \g /dev/null
+SELECT pg_temp.committed(pg_temp.escalating('tap_iso_m.accept(q text, a text)', 'boolean', 'true')) \g /dev/null
 SET client_min_messages = error;
 SELECT is(verified, false, 'a rewritten verifier fails closed, asked by a superuser')
 FROM kvg_answer_detail('What did the tap dog do?', 4);

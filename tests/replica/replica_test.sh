@@ -73,6 +73,12 @@ pair_create "$model" "fsync = off" || exit 1
 q="What color is the sky?"
 p -c "SELECT kvg_learn('$q', 'contains', 'The sky is blue.', 'blue')" >/dev/null || exit 1
 artifact=$(p -c "SELECT kvg_capture('Once upon a time')") || exit 1
+# A function verifier: on the standby too it runs in a worker of its own, as
+# kvg_verifier (read-only there; its transaction is rolled back anyway).
+vq="Who runs the replica verifier?"
+p -c "CREATE SCHEMA replica_v" -c "GRANT USAGE ON SCHEMA replica_v TO PUBLIC" \
+  -c "CREATE FUNCTION replica_v.whoami(q text, a text) RETURNS boolean LANGUAGE sql RETURN current_user = 'kvg_verifier'" \
+  -c "SELECT kvg_learn('$vq', 'replica_v.whoami', 'The replica verifier runs.', 'runs')" >/dev/null || exit 1
 pair_wait_replay || exit 1
 
 echo "# answers on both servers"
@@ -88,6 +94,10 @@ related="SELECT mode, encode(convert_to(answer, 'UTF8'), 'hex') FROM kvg_answer_
 standby_related=$(s -c "$related")
 is "transfer mode on the standby: the same answer bytes, nothing stored" "$standby_related" "$(p -c "$related")"
 is "... and it was a transfer answer" "${standby_related%%|*}" transfer
+verdict="SELECT verified FROM kvg_answer_detail('$vq')"
+standby_verdict=$(s -U replica_alice -c "$verdict")
+is "a function verifier's verdict on the standby is the primary's" "$standby_verdict" "$(p -U replica_alice -c "$verdict")"
+is "... and it passed: it ran, as kvg_verifier" "$standby_verdict" t
 is "kvg_artifact_verify on the standby" "$(s -c "SELECT (kvg_artifact_verify('$artifact')).ok")" t
 export_md5="SELECT md5(kvg_export('$artifact'))"
 is "kvg_export gives the same bytes on the standby" "$(s -c "$export_md5")" "$(p -c "$export_md5")"
