@@ -42,8 +42,9 @@ SELECT kvg_learn('What colour was Lily''s ball?', 'contains', 'Lily had a blue b
 
 -- Other verifiers: an exact answer, a regular expression, a SQL function.
 CREATE SCHEMA regress_verifiers;
+-- Atomic SQL (its reach is known: docs/security.md), run as kvg_verifier.
 CREATE FUNCTION regress_verifiers.is_a_place(question text, answer text) RETURNS boolean
-  LANGUAGE sql AS $$ SELECT answer IN ('park', 'beach', 'lake', 'garden') $$;
+  LANGUAGE sql RETURN answer IN ('park', 'beach', 'lake', 'garden');
 SET search_path = kvg, public, regress_verifiers;
 SELECT kvg_learn('Where did Ben find a shell?', 'exact:Beach!',
                  'Ben went to the beach with his mom. At the beach, Ben found a shell.', 'beach', 120) IS NOT NULL AS exact_ok,

@@ -92,7 +92,7 @@ void verify(VerifierRequest* request) {
     return;
   }
   if (pg_proc_aclcheck(fn, verifier_role, ACL_EXECUTE) != ACLCHECK_OK) {
-    refuse(request, "kvg_verifier may not execute it (GRANT EXECUTE and USAGE on its schema)");
+    refuse(request, "kvg_verifier may not execute it (GRANT EXECUTE)");
     SPI_finish();
     return;
   }

@@ -11,13 +11,14 @@
 --  3. the asker's quote_all_identifiers does not change the pin, and an
 --     overload next to the verifier does not make its call ambiguous;
 --  4. kvg.verifier_timeout bounds it: it fails closed in about that time;
+--     the asker's own statement_timeout cancels its wait and stops the worker;
 --  5. a verifier that reaches code which cannot be pinned (plpgsql, a
 --     non-atomic SQL body, dynamic SQL) is refused at deposit, by name.
 -- The worker is another session: it sees only committed functions, so they
 -- are created through dblink (which commits) and dropped at the end; the
 -- entries and everything else are rolled back with this transaction.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -204,6 +205,34 @@ SELECT ok(clock_timestamp() - :'nap_start' BETWEEN interval '0.5 s' AND interval
           'in about kvg.verifier_timeout, not the minute it would sleep');
 RESET ROLE;
 RESET kvg.verifier_timeout;
+
+-- The asker's own statement_timeout reaches it while it waits; its worker is stopped.
+CREATE FUNCTION pg_temp.no_verifier_left() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    IF NOT EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'kvg verifier') THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN false;
+END
+$$;
+SET kvg.verifier_timeout = '30s';
+SET ROLE tap_iso_alice;
+SELECT clock_timestamp() AS cancel_start \gset
+SAVEPOINT before_cancel;
+SET statement_timeout = '1s';
+\set ON_ERROR_STOP 0
+SELECT kvg_answer_detail('How long does the tap nap last?', 4);
+\set ON_ERROR_STOP 1
+ROLLBACK TO SAVEPOINT before_cancel;
+SELECT is(:'LAST_ERROR_SQLSTATE', '57014', 'the asker''s statement_timeout cancels its wait for the verifier');
+SELECT ok(clock_timestamp() - :'cancel_start' < interval '10 s', 'in about its statement_timeout');
+RESET ROLE;
+RESET kvg.verifier_timeout;
+SELECT ok(pg_temp.no_verifier_left(), 'and the verifier''s worker is stopped');
 
 -- 5. Code that cannot be pinned is refused at deposit, by name ---------------------------
 CREATE FUNCTION tap_iso_admin.dyn(q text, a text) RETURNS boolean LANGUAGE plpgsql AS $$
