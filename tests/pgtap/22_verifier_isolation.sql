@@ -29,6 +29,10 @@ CREATE FUNCTION pg_temp.committed(statements text) RETURNS text LANGUAGE sql AS 
                             current_setting('unix_socket_directories'), current_setting('port'), current_user),
                      statements)
 $$;
+-- The verdict on an answer to `question` (a recurring answer, checked with its entry's verifier).
+CREATE FUNCTION pg_temp.verdict(question text) RETURNS boolean LANGUAGE sql AS $$
+  SELECT verified FROM public.kvg_answer_detail(question, 4)
+$$;
 -- Mallory's replacement of one of her functions: harmless until a superuser runs it.
 CREATE FUNCTION pg_temp.escalating(signature text, result_type text, result text) RETURNS text LANGUAGE sql AS $$
   SELECT format($sql$
@@ -107,16 +111,16 @@ SELECT is(verifier_pin, :'check_pin', 'the entry is pinned to kvg.function_pin')
 WHERE id = :check_entry;
 SELECT is(verifier, 'tap_iso_admin."check"'::text, 'stored schema-qualified') FROM kvg.knowledge WHERE id = :check_entry;
 SET ROLE tap_iso_alice;
-SELECT is(verified, true, 'alice''s answer is verified by the superuser''s verifier, through mallory''s callee')
-FROM kvg_answer_detail('Who checks the tap check?', 4);
+SELECT is(pg_temp.verdict('Who checks the tap check?'), true,
+          'alice''s answer is verified by the superuser''s verifier, through mallory''s callee');
 RESET ROLE;
 SELECT pg_temp.committed(pg_temp.escalating('tap_iso_m.normalize(a text)', 'text', 'lower(btrim(a))')) \g /dev/null
 SELECT isnt(kvg.function_pin('tap_iso_admin.check(text, text)'::regprocedure), :'check_pin',
             'the callee''s change changes the caller''s pin');
 SET ROLE tap_iso_alice;
 SET client_min_messages = error;
-SELECT is(verified, false, 'the changed callee fails closed: alice''s answer is not verified')
-FROM kvg_answer_detail('Who checks the tap check?', 4);
+SELECT is(pg_temp.verdict('Who checks the tap check?'), false,
+          'the changed callee fails closed: alice''s answer is not verified');
 RESET client_min_messages;
 RESET ROLE;
 SELECT is((SELECT rolsuper FROM pg_roles WHERE rolname = 'tap_iso_mallory'), false, 'mallory is no superuser');
@@ -130,27 +134,26 @@ SELECT isnt(verifier_pin, NULL, 'the verifier is pinned at deposit') FROM kvg.kn
 RESET ROLE;
 SELECT pg_temp.committed(pg_temp.escalating('tap_iso_m.accept(q text, a text)', 'boolean', 'true')) \g /dev/null
 SET client_min_messages = error;
-SELECT is(verified, false, 'a rewritten verifier fails closed, asked by a superuser')
-FROM kvg_answer_detail('What did the tap dog do?', 4);
+SELECT is(pg_temp.verdict('What did the tap dog do?'), false,
+          'a rewritten verifier fails closed, asked by a superuser');
 RESET client_min_messages;
 SELECT is((SELECT rolsuper FROM pg_roles WHERE rolname = 'tap_iso_mallory'), false,
           'and it did not run: its depositor did not become a superuser');
 
 -- Who it runs as: kvg_verifier, whoever deposited and whoever asks.
-SELECT kvg_learn('Who runs the tap verifier?', 'tap_iso_admin.whoami', 'The tap verifier runs.', 'runs') AS who_entry
-\gset
+SELECT kvg_learn('Who runs the tap verifier?', 'tap_iso_admin.whoami', 'The tap verifier runs.', 'runs') \g /dev/null
 SET ROLE tap_iso_alice;
-SELECT is(verified, true, 'asked by alice, the superuser''s verifier runs as kvg_verifier')
-FROM kvg_answer_detail('Who runs the tap verifier?', 4);
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), true,
+          'asked by alice, the superuser''s verifier runs as kvg_verifier');
 RESET ROLE;
-SELECT is(verified, true, 'asked by a superuser, it runs as kvg_verifier too')
-FROM kvg_answer_detail('Who runs the tap verifier?', 4);
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), true,
+          'asked by a superuser, it runs as kvg_verifier too');
 
 -- 3. The asker's settings and an overload change nothing.
 SET ROLE tap_iso_alice;
 SET quote_all_identifiers = on;
-SELECT is(verified, true, 'alice''s quote_all_identifiers = on does not change the pin')
-FROM kvg_answer_detail('Who runs the tap verifier?', 4);
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), true,
+          'alice''s quote_all_identifiers = on does not change the pin');
 RESET quote_all_identifiers;
 RESET ROLE;
 SELECT pg_temp.committed($$
@@ -158,8 +161,8 @@ SELECT pg_temp.committed($$
     RETURN false;
 $$) \g /dev/null
 SET ROLE tap_iso_alice;
-SELECT is(verified, true, 'an overload that would make a call by name ambiguous does not: it is called by OID')
-FROM kvg_answer_detail('Who runs the tap verifier?', 4);
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), true,
+          'an overload that would make a call by name ambiguous does not: it is called by OID');
 RESET ROLE;
 
 -- 2. The asker's session is out of reach ----------------------------------------------
@@ -171,8 +174,8 @@ SET app.secret = 'hunter2';
 PREPARE tap_iso_stmt AS SELECT 1;
 DECLARE tap_iso_cur CURSOR FOR SELECT generate_series(1, 100) AS n;
 SELECT pg_advisory_lock(7) \g /dev/null
-SELECT is(verified, true, 'alice asks; the snooping verifier runs')
-FROM kvg_answer_detail('What does the tap snoop see?', 4);
+SELECT is(pg_temp.verdict('What does the tap snoop see?'), true,
+          'alice asks; the snooping verifier runs');
 RESET ROLE;
 SELECT is(last_value, 1::bigint,
           'what it passed out through setval is nothing of alice''s: no secret, no prepared statement, no cursor')
@@ -184,8 +187,8 @@ SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = p
 SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objid = 4242),
           0::bigint, 'and holds none planted by the verifier');
 SET client_min_messages = error;
-SELECT is(verified, false, 'a verifier that reads alice''s cursor finds none: it fails closed')
-FROM kvg_answer_detail('What does the tap drain read?', 4);
+SELECT is(pg_temp.verdict('What does the tap drain read?'), false,
+          'a verifier that reads alice''s cursor finds none: it fails closed');
 RESET client_min_messages;
 FETCH 1 FROM tap_iso_cur \gset fetched_
 SELECT is(:fetched_n, 1, 'alice''s cursor is untouched: its next row is the first');
@@ -198,8 +201,8 @@ SET kvg.verifier_timeout = '500ms';
 SET ROLE tap_iso_alice;
 SELECT clock_timestamp() AS nap_start \gset
 SET client_min_messages = error;
-SELECT is(verified, false, 'a verifier that sleeps past kvg.verifier_timeout fails closed')
-FROM kvg_answer_detail('How long does the tap nap last?', 4);
+SELECT is(pg_temp.verdict('How long does the tap nap last?'), false,
+          'a verifier that sleeps past kvg.verifier_timeout fails closed');
 RESET client_min_messages;
 SELECT ok(clock_timestamp() - :'nap_start' BETWEEN interval '0.5 s' AND interval '8 s',
           'in about kvg.verifier_timeout, not the minute it would sleep');
@@ -267,7 +270,7 @@ SELECT throws_like($$SELECT kvg_learn('Does the tap text run?', 'tap_iso_admin.r
 -- 1 (end). A dropped verifier fails closed.
 SELECT pg_temp.committed('DROP FUNCTION tap_iso_m.accept(text, text)') \g /dev/null
 SET client_min_messages = error;
-SELECT is(verified, false, 'a dropped verifier fails closed') FROM kvg_answer_detail('What did the tap dog do?', 4);
+SELECT is(pg_temp.verdict('What did the tap dog do?'), false, 'a dropped verifier fails closed');
 RESET client_min_messages;
 
 SELECT * FROM finish();
