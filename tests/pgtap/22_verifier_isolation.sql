@@ -231,7 +231,7 @@ SET statement_timeout = '1s';
 SELECT kvg_answer_detail('How long does the tap nap last?', 4);
 \set ON_ERROR_STOP 1
 ROLLBACK TO SAVEPOINT before_cancel;
-SELECT is(:'LAST_ERROR_SQLSTATE', '57014', 'the asker''s statement_timeout cancels its wait for the verifier');
+SELECT is(:'LAST_ERROR_SQLSTATE'::text, '57014', 'the asker''s statement_timeout cancels its wait for the verifier');
 SELECT ok(clock_timestamp() - :'cancel_start' < interval '10 s', 'in about its statement_timeout');
 RESET ROLE;
 RESET kvg.verifier_timeout;
