@@ -143,18 +143,18 @@ CREATE TRIGGER artifacts_unlink AFTER DELETE ON kvg.artifacts
   FOR EACH ROW EXECUTE FUNCTION kvg.artifact_unlink();
 
 -- Storing an artifact (docs/audit-chain.md, "Artifacts") ---------------------------------
--- Only the audit writer, a background worker of kvg, calls this, each time
--- in a transaction of its own that commits before the storing call goes on:
--- no call waits on another's open transaction that stored the same bytes.
--- It runs with the owner's rights, so the large object belongs to kvg's
--- owner; its parameters are built by kvg's C code from what the call
+-- Only the audit writer, a background worker of kvg connected as a
+-- superuser, calls this (nobody else may execute it), each time in a
+-- transaction of its own that commits before the storing call goes on: no
+-- call waits on another's open transaction that stored the same bytes. The
+-- large object is given to kvg's owner, as all artifacts' are; its parameters are built by kvg's C code from what the call
 -- computed (the caller names neither the role nor the provenance). Returns
 -- 1 when it stored the bytes, 0 when they were stored already (then a
 -- trusted provenance upgrades an untrusted row, as a verified re-import
 -- proves it).
 CREATE FUNCTION kvg.artifact_store(id text, content bytea, tokens integer, fingerprint text, recipe_name text,
                                    parent text, token_hash text, creator name, origin text) RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 -- An owner's open transaction that deleted these bytes' row would make the
 -- writer wait on it: bounded, so that the writer goes on with other work.
 SET lock_timeout = '5s'
@@ -171,6 +171,8 @@ BEGIN
   END IF;
   IF NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = id) THEN
     object := lo_from_bytea(0, content);
+    EXECUTE format('ALTER LARGE OBJECT %s OWNER TO %s', object,
+                   (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.nspname = 'kvg'));
     INSERT INTO kvg.artifacts AS a (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256,
                                     tokens_sha256, created_by, provenance)
     VALUES (id, object, length(content), tokens, fingerprint, recipe_name, parent, token_hash, creator, origin)
@@ -1047,7 +1049,8 @@ AS $$
 DECLARE
   objects bigint;
   candidates text[];
-  collected bigint;
+  round bigint;
+  collected bigint := 0;
 BEGIN
   IF current_setting('transaction_isolation') <> 'read committed' THEN
     RAISE EXCEPTION 'kvg_vacuum runs in READ COMMITTED transactions only, not %',
@@ -1056,18 +1059,24 @@ BEGIN
             HINT = 'Call it on its own (autocommit), or after BEGIN ISOLATION LEVEL READ COMMITTED.';
   END IF;
   SELECT count(lo_unlink(o.loid)) INTO objects FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row';
-  SELECT array_agg(l.sha256) INTO candidates FROM (
-    SELECT a.sha256 FROM kvg.artifacts a
-    WHERE a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
-    FOR UPDATE OF a SKIP LOCKED) l;
-  -- A new statement: its snapshot sees every claim committed before the
-  -- locks above were granted.
-  WITH gone AS (
-    DELETE FROM kvg.artifacts a
-    WHERE a.sha256 = ANY (coalesce(candidates, '{}'))
-      AND a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
-    RETURNING 1)
-  SELECT count(*) INTO collected FROM gone;
+  -- From the leaves up: a chain that rolled-back calls left is unreferenced
+  -- one link at a time, as each continuation goes.
+  LOOP
+    SELECT array_agg(l.sha256) INTO candidates FROM (
+      SELECT a.sha256 FROM kvg.artifacts a
+      WHERE a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
+      FOR UPDATE OF a SKIP LOCKED) l;
+    -- A new statement: its snapshot sees every claim committed before the
+    -- locks above were granted.
+    WITH gone AS (
+      DELETE FROM kvg.artifacts a
+      WHERE a.sha256 = ANY (coalesce(candidates, '{}'))
+        AND a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
+      RETURNING 1)
+    SELECT count(*) INTO round FROM gone;
+    EXIT WHEN round = 0;
+    collected := collected + round;
+  END LOOP;
   DELETE FROM kvg.artifact_claims c
   WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)
      OR EXISTS (SELECT FROM kvg.artifact_claims d WHERE d.sha256 = c.sha256 AND d.id < c.id);

@@ -16,6 +16,7 @@
 #include "extension/src/postgres.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "utils/snapmgr.h"
 }
 
@@ -124,6 +125,8 @@ ArtifactMeta meta_from_header(const ArtifactHeader& header) {
 
 LoStore::Writer::Writer(LoStore& store) : store_(store) {
   refuse_on_standby("storing an artifact", "a standby is read-only");
+  // The audit writer would store it, but this transaction could not claim it.
+  if (XactReadOnly) raise_sqlstate("25006", "cannot store an artifact in a read-only transaction");
   (void)disk_headroom::check_before_write();  // kvg.min_free_disk, before the work that makes the bytes
 }
 
@@ -154,7 +157,7 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
   const std::string hex = to_hex(id);
   // Built here from what this backend computed: nothing the caller passed
   // names the role or the provenance.
-  const std::vector<SqlValue> values = {
+  std::vector<SqlValue> values = {
       hex,
       content,
       meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt,
@@ -164,24 +167,32 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
       optional_hex(meta.tokens_sha256),
       calling_role(),
       provenance_name(provenance)};
+  try {
+    (void)audit_writer::store_artifact(values);
+  } catch (const audit_writer::Failure& f) {
+    raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
+  }
   OwnerRights owner;
-  // Between the writer's commit and our lock, kvg_vacuum may collect the row
-  // (nothing claimed it yet): then it is stored again. SKIP LOCKED passes
-  // over a row that a delete holds, rather than waiting for that delete
-  // (which in REPEATABLE READ would end in a serialization failure).
-  constexpr int kAttempts = 3;
-  for (int attempt = 1;; ++attempt) {
-    try {
-      (void)audit_writer::store_artifact(values);
-    } catch (const audit_writer::Failure& f) {
-      raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
+  // Held until this transaction ends, so that no kvg_vacuum takes it. SKIP
+  // LOCKED passes over a row that a delete holds rather than waiting for it.
+  const char* kLock = "SELECT 1 FROM kvg.artifacts WHERE sha256 = $1 FOR KEY SHARE SKIP LOCKED";
+  if (spi_.run_latest(kLock, {hex}).empty()) {
+    // Not there for this transaction: it deleted the row itself (the writer
+    // still sees it stored), or kvg_vacuum took it the moment the writer
+    // committed it. Then it is stored in this transaction, as the writer
+    // would store it.
+    std::string content_hex;
+    content_hex.reserve(content.size() * 2);
+    static constexpr char kDigits[] = "0123456789abcdef";
+    for (unsigned char c : content) {
+      content_hex.push_back(kDigits[c >> 4]);
+      content_hex.push_back(kDigits[c & 15]);
     }
-    if (!spi_.run_latest("SELECT 1 FROM kvg.artifacts WHERE sha256 = $1 FOR KEY SHARE SKIP LOCKED", {hex}).empty())
-      break;
-    if (attempt == kAttempts)
-      throw Error(ErrorCode::Io, "artifact " + hex + " was deleted as soon as it was stored, " +
-                                     std::to_string(kAttempts) + " times; try again after kvg_vacuum or "
-                                     "kvg_artifact_delete has finished");
+    values[1] = std::move(content_hex);
+    spi_.run("SELECT kvg.artifact_store($1, pg_catalog.decode($2, 'hex'), $3::integer, $4, $5, $6, $7, $8::name, $9)",
+             values);
+    if (spi_.run_latest(kLock, {hex}).empty())
+      throw Error(ErrorCode::Internal, "artifact " + hex + " is not stored after storing it");
   }
   // The claim commits or rolls back with the caller (docs/audit-chain.md).
   spi_.run("INSERT INTO kvg.artifact_claims (sha256, claimed_by) VALUES ($1, $2::name)", {hex, values[7]});

@@ -31,7 +31,7 @@ PGOPTIONS="-c kvg.model=$model -c kvg.device=cpu" \
   pgbench -n --failures-detailed --verbose-errors -c 16 -j 4 -t 3 -f "$script" "$db" >"$out" 2>&1
 status=$?
 cat "$out"
-failures=$(grep -ciE 'could not serialize|serialization|aborted|ERROR' "$out")
+failures=$(grep -cE 'ERROR:|could not serialize|aborted' "$out")
 processed=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
 failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
 echo "pgbench exit $status; processed ${processed:-?}; failed ${failed:-?}; error lines $failures"

@@ -1,16 +1,12 @@
 -- Transactions and concurrency, with real second sessions (dblink): a
 -- rollback leaves the artifact the audit writer committed, unclaimed; two
--- sessions storing the same bytes at once keep one copy, without waiting. The other sessions commit, so each
--- test uses its own fixture.
+-- sessions storing the same bytes at once keep one copy, without waiting.
+-- The other sessions commit, so each test uses its own fixture.
 BEGIN;
 SELECT plan(13);
 \ir fixtures.psql
 
-CREATE FUNCTION pg_temp.connect(name text) RETURNS text LANGUAGE sql AS $$
-  SELECT dblink_connect(name, format('dbname=%s host=%s port=%s user=%s', current_database(),
-                                     current_setting('unix_socket_directories'), current_setting('port'),
-                                     current_user))
-$$;
+\ir sessions.psql
 CREATE FUNCTION pg_temp.import_sql(fixture text) RETURNS text LANGUAGE sql AS $$
   SELECT format('SELECT public.kvg_import(%L::bytea, verify => false)', pg_temp.fixture(fixture))
 $$;

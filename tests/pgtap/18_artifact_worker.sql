@@ -10,13 +10,7 @@ BEGIN;
 SELECT plan(24);
 \ir small_model.psql
 
-CREATE FUNCTION pg_temp.connect(name text) RETURNS text LANGUAGE sql AS $$
-  SELECT dblink_connect(name, format('dbname=%s host=%s port=%s user=%s', current_database(),
-                                     current_setting('unix_socket_directories'), current_setting('port'),
-                                     current_user))
-    || dblink_exec(name, format('SET kvg.model = %L', current_setting('kvg.model')))
-    || dblink_exec(name, 'SET kvg.device = cpu')
-$$;
+\ir sessions.psql
 -- One statement in session `conn`, given at most 3 s (then cancelled): its
 -- one text value (NULL when it failed or was cancelled) and its seconds.
 CREATE FUNCTION pg_temp.timed(conn text, query text, OUT result text, OUT seconds double precision)
@@ -45,7 +39,9 @@ $$;
 CREATE FUNCTION pg_temp.unreferenced(artifact text) RETURNS boolean LANGUAGE sql AS $$
   SELECT EXISTS (SELECT FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact' AND o.artifact = $1)
 $$;
-SELECT pg_temp.connect('mallory'), pg_temp.connect('alice'), pg_temp.connect('b'), pg_temp.connect('c') \g /dev/null
+SELECT pg_temp.connect(c), dblink_exec(c, format('SET kvg.model = %L', current_setting('kvg.model'))),
+       dblink_exec(c, 'SET kvg.device = cpu')
+FROM unnest(ARRAY['mallory', 'alice', 'b', 'c']) c \g /dev/null
 \set x 'Mallory predicted this prompt: Lily found a shiny red ball in the park.'
 
 -- Mallory stores X and keeps her transaction open; Alice stores X too.
