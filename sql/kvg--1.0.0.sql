@@ -1231,7 +1231,7 @@ $$;
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
 GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
-                kvg.artifact_cache TO kvg_user;
+                kvg.artifact_cache, kvg.artifact_claims TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),

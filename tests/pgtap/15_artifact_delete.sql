@@ -36,7 +36,7 @@ SELECT ok(EXISTS (SELECT FROM kvg.audit WHERE operation = 'capture' AND artifact
           'the audit row of its capture is kept');
 
 -- A chain: root <- child <- grandchild.
-SELECT public.kvg_capture('Once upon a time') AS root \gset
+SELECT public.kvg_capture('Long ago, in a small town') AS root \gset
 SELECT public.kvg_capture(', there was a cat', :'root') AS child \gset
 SELECT public.kvg_capture(' named Tom.', :'child') AS grandchild \gset
 SELECT throws_ok(format('SELECT public.kvg_artifact_delete(%L)', :'root'), '2BP01', NULL,
