@@ -554,26 +554,30 @@ COMMENT ON FUNCTION public.kvg_audit_writers() IS
 -- in its one hash chain. A standby connects with kvg.audit_conninfo as a
 -- member of kvg_audit_writer and calls this function, which may do nothing
 -- else: it reads no audit rows and can write only through it.
--- The row is kvg.audit_insert's arguments (role as text: the standby's
--- calling role), inserted as a local call's row and linked into the chain
--- before it returns, so that the standby learns the row's id, seq and
--- row_hash. The transaction is the caller's (the standby's one statement),
--- so the row is committed when the standby has its answer. Refuses rows of
--- what only a primary does (import, capture, learn, solve), an output_sha256
--- that does not cover the output, and running on a standby.
-CREATE FUNCTION kvg.audit_append_forwarded(operation text, role text, model_fingerprint text, recipe text,
-                                           input_sha256 text, artifact_sha256 text, output_sha256 text,
-                                           logits_sha256 text, tokens_in integer, tokens_out integer,
-                                           tokens_grafted integer, mode text, knowledge_id bigint,
-                                           verified boolean, output_text text, graft_us bigint,
-                                           prefill_us bigint, decode_us bigint, kv_proven boolean,
-                                           output_bytes bytea)
+-- The row is one jsonb object whose fields are kvg.audit_insert's
+-- parameters by name, each a string or null (kvg.audit_columns()): the
+-- standby's calling and session roles, every reproduction field, no
+-- caller_xid (the standby's transaction means nothing here). It is
+-- committed by the audit writer like a local call's row before this
+-- returns, so that the standby learns the row's id, seq and row_hash.
+-- Refuses rows of what only a primary does (import, capture, learn,
+-- solve), unknown fields, an output_sha256 that does not cover the output,
+-- and running on a standby.
+CREATE FUNCTION kvg.audit_append_forwarded("row" jsonb)
 RETURNS TABLE (id bigint, seq bigint, row_hash text)
 AS 'MODULE_PATHNAME', 'kvg_audit_append_forwarded' LANGUAGE C VOLATILE ROWS 1;
-COMMENT ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer, integer,
-                                               integer, text, bigint, boolean, text, bigint, bigint, bigint,
-                                               boolean, bytea) IS
+COMMENT ON FUNCTION kvg.audit_append_forwarded(jsonb) IS
   'Appends the audit row of a call a hot standby answered; for kvg_audit_writer (docs/scale-out.md).';
+
+-- The columns of an audit row as the extension's C++ knows them (its one
+-- table, extension/src/audit_row.cpp), in kvg.audit_insert's order: the
+-- writer's insert and the forwarded row are made from it, and
+-- tests/pgtap/18_audit_columns.sql checks it against kvg.audit_insert.
+CREATE FUNCTION kvg.audit_columns(OUT "position" integer, OUT name text, OUT sql_type text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_audit_columns' LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION kvg.audit_columns() IS
+  'The audit row''s columns as the extension''s C++ writes them, in kvg.audit_insert''s order.';
 
 -- Audit rows from_seq..to_seq (either bound open when NULL) with every field
 -- of their row hash, the output among them, so that a third party can
@@ -701,6 +705,39 @@ RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max do
 AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
 COMMENT ON FUNCTION public.kvg_graft_check(text, text, integer) IS
   'Grafts the artifact and evaluates continuation, recomputes the whole prompt in one pass, and compares the logits.';
+
+-- Text or tokens (docs/sql.md): a prompt or continuation may be given as
+-- token ids instead of text, so that what follows an artifact is exactly the
+-- tokens meant (text after an artifact is tokenized on its own, which need
+-- not give the tokens of the whole text tokenized at once). The same C
+-- functions take either; kvg_tokenize shows a text's tokens.
+CREATE FUNCTION public.kvg_capture(prefix integer[], artifact text DEFAULT NULL) RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_capture(integer[], text) IS
+  'kvg_capture with the prefix as token ids, taken as they are (after the artifact''s tokens when one is given).';
+CREATE FUNCTION public.kvg_generate(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                    seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS text
+AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate(integer[], integer, text, bigint, double precision) IS
+  'kvg_generate with the prompt as token ids, taken as they are (after the artifact''s tokens when one is given).';
+CREATE FUNCTION public.kvg_generate_bytes(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
+                                          seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_generate_bytes(integer[], integer, text, bigint, double precision) IS
+  'kvg_generate_bytes with the prompt as token ids.';
+CREATE FUNCTION public.kvg_graft_check(artifact text, continuation integer[], samples integer DEFAULT 1)
+RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max double precision,
+               argmax_agreement double precision, exact boolean)
+AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
+COMMENT ON FUNCTION public.kvg_graft_check(text, integer[], integer) IS
+  'kvg_graft_check with the continuation as token ids, taken as they are after the artifact''s tokens.';
+CREATE FUNCTION public.kvg_tokenize(text text, artifact text DEFAULT NULL) RETURNS integer[]
+AS 'MODULE_PATHNAME', 'kvg_tokenize' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_tokenize(text, text) IS
+  'The token ids a call would use for text: with BOS when nothing precedes it, or only the new tokens after the '
+  'artifact''s chain. Not audited.';
 
 CREATE FUNCTION public.kvg_model_info() RETURNS jsonb
 AS 'MODULE_PATHNAME', 'kvg_model_info' LANGUAGE C VOLATILE;
@@ -1240,6 +1277,11 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_generate(text, integer, text, bigint, double precision),
   public.kvg_generate_bytes(text, integer, text, bigint, double precision),
   public.kvg_graft_check(text, text, integer),
+  public.kvg_capture(integer[], text),
+  public.kvg_generate(integer[], integer, text, bigint, double precision),
+  public.kvg_generate_bytes(integer[], integer, text, bigint, double precision),
+  public.kvg_graft_check(text, integer[], integer),
+  public.kvg_tokenize(text, text),
   public.kvg_model_info(),
   public.kvg_chat(jsonb, integer, text, bigint, double precision),
   public.kvg_chat_prompt(jsonb, text),
@@ -1268,13 +1310,11 @@ GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
 GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.knowledge TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
                           public.kvg_audit_writers(), public.kvg_export(text),
-                          kvg.audit_row_hash(kvg.audit), kvg.audit_field(text) TO kvg_auditor;
+                          kvg.audit_row_hash(kvg.audit), kvg.audit_field(text), kvg.audit_columns() TO kvg_auditor;
 
 -- kvg_audit_writer: a standby's one way in.
 GRANT USAGE ON SCHEMA kvg TO kvg_audit_writer;
-GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(text, text, text, text, text, text, text, text, integer,
-                                                     integer, integer, text, bigint, boolean, text, bigint, bigint,
-                                                     bigint, boolean, bytea) TO kvg_audit_writer;
+GRANT EXECUTE ON FUNCTION kvg.audit_append_forwarded(jsonb), kvg.audit_columns() TO kvg_audit_writer;
 
 -- kvg_orphans, kvg_vacuum and kvg_artifact_delete stay with the extension's owner
 -- (and superusers): they read and unlink large objects of every role.

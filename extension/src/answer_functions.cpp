@@ -5,6 +5,7 @@
 // re-templated recurring prompt computed as chain links, audit the call.
 #include <string>
 
+#include "common/error.hpp"
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
@@ -28,6 +29,23 @@ ResultValue optional_text(const std::optional<std::string>& s) {
   return s ? ResultValue(text_result(*s)) : std::nullopt;
 }
 
+// The route's prompt. Transfer context that does not fit the model's
+// context with the question is left out, least related entry first, down to
+// none (cold): no library entry can make a question fail that would be
+// answered without it (docs/security.md).
+SegmentedPrompt lay_out_fitting(const Model& model, const KnowledgeTemplate& tmpl, Route& route) {
+  for (;;) {
+    try {
+      return tokenize_segments(model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts,
+                               tmpl.markers);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::OutOfRange || route.entries.empty() || route.mode != Route::Mode::Transfer) throw;
+      route.entries.erase(route.entries.begin());
+      if (route.entries.empty()) route.mode = Route::Mode::Cold;
+    }
+  }
+}
+
 }  // namespace
 
 // kvg_answer_detail(question text, max_tokens int default 32) returns
@@ -49,11 +67,9 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   EngineCall call;
   const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
   KnowledgeLibrary library(call.spi);
-  const Route route = route_question(library, question);
+  Route route = route_question(library, question);
   const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
-  const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts,
-                        tmpl.markers);
+  const SegmentedPrompt prompt = lay_out_fitting(*call.model, tmpl, route);
   const int64_t n = int64_t(prompt.tokens.size());
 
   Session session(call.model, call.options);

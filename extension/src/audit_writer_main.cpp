@@ -28,20 +28,17 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "extension/src/audit_row.hpp"
 #include "extension/src/audit_writer_shmem.hpp"
 
 namespace kvg::pg::audit_writer {
 
 namespace {
 
-// kvg.audit_insert's parameters, in audit.cpp's audit_writer_values order.
-constexpr const char* kInsert =
-    "SELECT kvg.audit_insert($1, $2::name, $3, $4, $5, $6, $7, $8, $9::integer, $10::integer, $11::integer, $12, "
-    "$13::bigint, $14::boolean, $15, $16::bigint, $17::bigint, $18::bigint, $19::boolean, "
-    "pg_catalog.decode($20, 'hex'), $21::xid8, $22::name, $23::float8, $24::float8, $25::bigint, $26::integer, "
-    "$27, $28, $29, $30)";
-constexpr int kParams = 30;
-// kvg.artifact_store's parameters, in lo_store.cpp's artifact_values order;
+// kvg.audit_insert with the row's values as text parameters (audit_row.hpp),
+// made once when the writer starts: no C++ runs while a row is written.
+std::string insert_statement;
+// kvg.artifact_store's parameters, in lo_store.cpp's store_and_claim order;
 // the content ($2) is bytea, the rest text.
 constexpr const char* kStoreArtifact =
     "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9)";
@@ -168,7 +165,8 @@ bool retire_if_idle() {
 // row) or kStoreArtifact (an artifact), whose result is its id.
 int64_t run_request(RequestKind kind, dsm_segment* segment) {
   const bool artifact = kind == RequestKind::Artifact;
-  const int count = artifact ? kArtifactParams : kParams;
+  constexpr int kParams = kAuditColumnCount > kArtifactParams ? kAuditColumnCount : kArtifactParams;
+  const int count = artifact ? kArtifactParams : kAuditColumnCount;
   const char* p = static_cast<const char*>(dsm_segment_address(segment));
   const char* end = p + dsm_segment_map_length(segment);
   auto get32 = [&p, end]() {
@@ -193,7 +191,8 @@ int64_t run_request(RequestKind kind, dsm_segment* segment) {
     nulls[i] = present ? ' ' : 'n';
     p += n;
   }
-  const int rc = SPI_execute_with_args(artifact ? kStoreArtifact : kInsert, count, types, values, nulls, false, 1);
+  const int rc = SPI_execute_with_args(artifact ? kStoreArtifact : insert_statement.c_str(), count, types, values,
+                                       nulls, false, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg audit writer: its statement failed (%d)", rc);
   bool isnull = true;
   const Datum id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -284,6 +283,7 @@ void kvg_audit_writer_main(Datum main_arg) {
   BackgroundWorkerUnblockSignals();
   const Oid db = DatumGetObjectId(main_arg);
   if (!shared() || database_dropped(db)) proc_exit(0);
+  insert_statement = kvg::pg::audit_insert_statement();
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
   // Its own transactions are short and always READ COMMITTED, read-write,
   // whatever the database's defaults (kvg.audit_insert relies on it).

@@ -58,13 +58,8 @@ KVG_SQL_FUNCTION(kvg_chat_prompt) {
   }
   const auto model = current_model();
   const ChatPrompt prompt = chat_prompt_args(fcinfo, 1, *model);
-  // Built before calling into PostgreSQL: an error there must not skip a destructor.
-  std::vector<Datum> ids;
-  ids.reserve(prompt.tokens.size());
-  for (const int32_t id : prompt.tokens) ids.push_back(Int32GetDatum(id));
-  const Datum tokens =
-      call([&] { return PointerGetDatum(construct_array_builtin(ids.data(), int(ids.size()), INT4OID)); });
-  return_single_row(fcinfo, {text_result(chat_format_name(prompt.style.format)), text_result(prompt.text), tokens});
+  return_single_row(fcinfo, {text_result(chat_format_name(prompt.style.format)), text_result(prompt.text),
+                             int4_array_result(prompt.tokens)});
   return Datum(0);
 }
 

@@ -4,7 +4,8 @@
 // kvg.artifacts but not the objects its rows name. The trigger fires at
 // ddl_command_start, while the rows still exist, and unlinks the objects in
 // the same transaction (a failed drop keeps them). See
-// docs/artifact-lifecycle.md for why not sql_drop.
+// docs/artifact-lifecycle.md for why not sql_drop. It acts only for a role
+// that may drop the extension (docs/security.md).
 #include <string>
 
 #include "extension/src/artifact_cache.hpp"
@@ -16,8 +17,11 @@
 #include "extension/src/postgres.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "nodes/parsenodes.h"
+#include "utils/acl.h"
 }
 
 using namespace kvg;
@@ -41,12 +45,29 @@ bool drops_kvg(Node* parsetree) {
   return false;
 }
 
+// Whether the calling role may drop what the statement names: it owns the
+// extension (or the schema), or is a superuser. Anyone else's drop is
+// refused by PostgreSQL right after this trigger; it must cost nothing and
+// tell nothing before that.
+bool may_drop(Node* parsetree) {
+  const auto* drop = reinterpret_cast<DropStmt*>(parsetree);
+  return call([&] {
+    const Oid role = GetUserId();
+    if (drop->removeType == OBJECT_EXTENSION) {
+      const Oid ext = get_extension_oid("kvg", true);
+      return OidIsValid(ext) && pg_extension_ownercheck(ext, role);
+    }
+    const Oid schema = get_namespace_oid("kvg", true);
+    return OidIsValid(schema) && pg_namespace_ownercheck(schema, role);
+  });
+}
+
 }  // namespace
 
 KVG_SQL_FUNCTION(kvg_drop_guard) {
   if (!CALLED_AS_EVENT_TRIGGER(fcinfo)) throw Error(ErrorCode::Internal, "kvg_drop_guard must be called as an event trigger");
   const auto* event = reinterpret_cast<EventTriggerData*>(fcinfo->context);
-  if (!drops_kvg(event->parsetree)) return PointerGetDatum(nullptr);
+  if (!drops_kvg(event->parsetree) || !may_drop(event->parsetree)) return PointerGetDatum(nullptr);
   // This backend's verified artifacts go with them (other backends' entries
   // are never served without their row: artifact_cache.hpp).
   backend_artifact_cache().shrink_to(0);

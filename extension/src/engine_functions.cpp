@@ -15,10 +15,14 @@
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
 #include "engine/request_limits.hpp"
+#include "extension/src/artifact_cache.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
+#include "extension/src/engine_context.hpp"
+#include "extension/src/lo_store.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
+#include "extension/src/prompt_arg.hpp"
 #include "extension/src/sql_values.hpp"
 #include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
@@ -35,9 +39,9 @@ struct ChainPrompt {
   StoredPrefix chain;
 };
 
-ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, const std::string& text) {
+ChainPrompt prompt_after_artifact(const EngineCall& call, const Digest& leaf, const PromptArg& text) {
   const std::vector<int32_t> chain = chain_tokens(leaf, call.open);
-  return {prompt_after_chain(*call.model, chain, text, kCheckInterrupts), StoredPrefix{leaf, int64_t(chain.size())}};
+  return {text.after(*call.model, chain), StoredPrefix{leaf, int64_t(chain.size())}};
 }
 
 // An optional artifact argument: NULL or blank is none.
@@ -59,14 +63,14 @@ void warn_unproven(const Grafted& grafted) {
 
 }  // namespace
 
-// kvg_capture(prefix text, artifact text default null) returns text: the KV
-// of `prefix` (continuing the artifact's chain when given) stored as an
-// artifact. NULL for a NULL or blank prefix (docs/sql.md).
+// kvg_capture(prefix text | integer[], artifact text default null) returns
+// text: the KV of `prefix` (continuing the artifact's chain when given)
+// stored as an artifact. NULL for a NULL or blank prefix (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_capture) {
-  if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
+  if (PromptArg::blank(fcinfo, 0)) PG_RETURN_NULL();
   refuse_on_standby("kvg_capture", "it stores an artifact");
   EngineCall call;
-  const std::string prefix = prompt_text_arg(fcinfo, 0, *call.model, "prefix");
+  const PromptArg prefix(fcinfo, 0, *call.model, "prefix");
   const std::optional<Digest> parent = optional_artifact_arg(fcinfo, 1);
   Session session(call.model, call.options);
   std::vector<int32_t> prompt;
@@ -77,7 +81,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
     grafted = Grafted{parent, session.n_past(), 0, call.store.chain_trusted(*parent)};
     warn_unproven(grafted);
   } else {
-    prompt = fresh_prompt(*call.model, prefix, kCheckInterrupts);
+    prompt = prefix.fresh(*call.model);
   }
   const int64_t from = session.n_past();
   if (int64_t(prompt.size()) <= from)
@@ -91,7 +95,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
   const Digest stored = *store_segment_links(call, session, grafted, std::span<const int64_t>(&end, 1));
 
   AuditRecord audit = call.audit("capture");
-  audit.input_sha256 = text_sha256(prefix);
+  audit.input_sha256 = prefix.sha256();
   audit.artifact_sha256 = to_hex(stored);
   audit.kv_proven = grafted.proven;
   audit.tokens_in = int32_t(prompt.size());
@@ -101,8 +105,9 @@ KVG_SQL_FUNCTION(kvg_capture) {
   return text_result(to_hex(stored));
 }
 
-// kvg_generate(prompt text, max_tokens int default 32, artifact text default
-// null, seed bigint default null, temperature float8 default 0) returns text.
+// kvg_generate(prompt text | integer[], max_tokens int default 32, artifact
+// text default null, seed bigint default null, temperature float8 default 0)
+// returns text.
 // With an artifact, `prompt` is the text that follows the artifact's. With
 // kvg.prefix_reuse on, the longest stored chain that begins the prompt (and
 // continues the artifact, when given) is grafted: the output is the same.
@@ -116,7 +121,7 @@ namespace {
 std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   if (arg_is_null(fcinfo, 0) || arg_is_null(fcinfo, 1) || arg_is_null(fcinfo, 4)) return std::nullopt;
   const std::optional<Digest> artifact = optional_artifact_arg(fcinfo, 2);
-  if (!artifact && arg_is_blank(fcinfo, 0)) return std::nullopt;
+  if (!artifact && PromptArg::blank(fcinfo, 0)) return std::nullopt;
   const int32 max_tokens = PG_GETARG_INT32(1);
   const uint64_t seed = arg_is_null(fcinfo, 3) ? 0 : uint64_t(PG_GETARG_INT64(3));
   const double temperature = PG_GETARG_FLOAT8(4);
@@ -124,10 +129,10 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   check_temperature(temperature, "temperature");  // the CLI's rule too (engine/request_limits.hpp)
 
   EngineCall call;
-  const std::string text = prompt_text_arg(fcinfo, 0, *call.model, "prompt");
+  const PromptArg text(fcinfo, 0, *call.model, "prompt");
   Session session(call.model, call.options);
   const ChainPrompt prompt =
-      artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{fresh_prompt(*call.model, text, kCheckInterrupts), {}};
+      artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{text.fresh(*call.model), {}};
   const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens, prompt.chain);
   warn_unproven(grafted);
   GenerateOptions options;
@@ -143,7 +148,7 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   const std::string output = call.model->tokenizer().decode(result.tokens);
 
   AuditRecord audit = call.audit("generate");
-  audit.input_sha256 = text_sha256(text);
+  audit.input_sha256 = text.sha256();
   audit.set_output(output);
   audit_generation(audit, call, grafted, prompt.tokens, options, result);
   audit_append(call.spi, audit);
@@ -169,13 +174,14 @@ KVG_SQL_FUNCTION(kvg_generate_bytes) {
   return d;
 }
 
-// kvg_graft_check(artifact text, continuation text, samples int default 1)
+// kvg_graft_check(artifact text, continuation text | integer[], samples int
+// default 1)
 // returns table(graft_logits_sha256, recompute_logits_sha256, kl_max,
 // argmax_agreement, exact): the artifact grafted and the continuation
 // evaluated, against one monolithic prefill of the whole prompt. STRICT; a
 // blank artifact or continuation gives no row (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_graft_check) {
-  if (arg_is_blank(fcinfo, 0) || arg_is_blank(fcinfo, 1)) {
+  if (arg_is_blank(fcinfo, 0) || PromptArg::blank(fcinfo, 1)) {
     return_rows(fcinfo, {});
     return Datum(0);
   }
@@ -184,7 +190,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
   EngineCall call;
-  const std::string continuation = prompt_text_arg(fcinfo, 1, *call.model, "continuation");
+  const PromptArg continuation(fcinfo, 1, *call.model, "continuation");
   const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
   GraftCheckOptions options;
   options.samples = samples;
@@ -192,7 +198,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
       graft_check(call.model, call.options, artifact, call.open, prompt, options, kCheckInterrupts);
 
   AuditRecord audit = call.audit("graft_check");
-  audit.input_sha256 = text_sha256(continuation);
+  audit.input_sha256 = continuation.sha256();
   audit.artifact_sha256 = to_hex(artifact);
   audit.logits_sha256 = r.graft_logits_sha256;
   audit.tokens_in = int32_t(prompt.size());
@@ -205,6 +211,30 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   return_single_row(fcinfo, {text_result(r.graft_logits_sha256), text_result(r.recompute_logits_sha256),
                              Float8GetDatum(r.kl_max), Float8GetDatum(r.argmax_agreement), BoolGetDatum(r.exact)});
   return Datum(0);
+}
+
+// kvg_tokenize(text text, artifact text default null) returns integer[]: the
+// token ids a call would use for `text` (with nothing before it, BOS first
+// when the model adds one; after the artifact, its continuation: only the
+// new tokens). Pass them, or a slice of a whole text's, where a prompt or a
+// continuation is taken. NULL for NULL text. Informational: no audit row.
+KVG_SQL_FUNCTION(kvg_tokenize) {
+  if (arg_is_null(fcinfo, 0)) PG_RETURN_NULL();
+  const std::optional<Digest> artifact = optional_artifact_arg(fcinfo, 1);
+  const auto model = current_model();
+  const PromptArg text(fcinfo, 0, *model, "text");
+  std::vector<int32_t> ids;
+  if (artifact) {
+    Spi spi;
+    LoStore store(spi);
+    const std::vector<int32_t> chain =
+        chain_tokens(*artifact, [&store](const Digest& id) { return open_through_cache(store, id); });
+    ids = text.after(*model, chain);
+    ids.erase(ids.begin(), ids.begin() + std::ptrdiff_t(chain.size()));
+  } else {
+    ids = text.fresh(*model);
+  }
+  return int4_array_result(ids);
 }
 
 // kvg_model_info() returns jsonb: what kvg.model is and how this backend runs

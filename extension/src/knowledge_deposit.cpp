@@ -2,10 +2,12 @@
 
 #include "common/error.hpp"
 #include "engine/knowledge_prompt.hpp"
+#include "engine/prompt.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_raise.hpp"
+#include "extension/src/trusted_roles.hpp"
 
 namespace kvg::pg {
 
@@ -55,12 +57,34 @@ Captured capture_prompt(EngineCall& call, const Deposit& entry) {
   return c;
 }
 
+// Entries are bounded when they are deposited (kvg.max_solution_tokens), so
+// that nobody's entries crowd everybody's questions out of the context.
+void check_solution_tokens(const Model& model, const std::string& solution) {
+  const int limit = settings::max_solution_tokens();
+  check_prompt_bytes(model, solution.size(), "solution");
+  const size_t n = fresh_prompt(model, solution, kCheckInterrupts).size();
+  if (n > size_t(limit))
+    raise_sqlstate("54000",
+                   "the solution is " + std::to_string(n) + " tokens long, more than kvg.max_solution_tokens (" +
+                       std::to_string(limit) + ")",
+                   "Shorten it, or ask a superuser to raise kvg.max_solution_tokens (docs/security.md).");
+}
+
 }  // namespace
 
+void require_depositor(Spi& spi) {
+  // The shared library is what other users' answers are built from.
+  require_author(spi, "depositing into the shared library",
+                 "Every user's answers are routed to the library's entries; a superuser grants kvg_author to the "
+                 "roles trusted to write them (docs/security.md).");
+}
+
 int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+  require_depositor(call.spi);
   require_text(entry.question, "question");
   require_text(entry.solution, "solution");
   require_text(entry.answer, "answer");
+  check_solution_tokens(*call.model, entry.solution);
   if (entry.solve_tokens && *entry.solve_tokens < 0)
     throw Error(ErrorCode::InvalidArgument, "solve_tokens must be at least 0");
   const std::string key = library.question_key(entry.question);

@@ -20,6 +20,11 @@ struct Deposit {
   std::optional<int64_t> solve_tokens;
 };
 
+// Refuses (42501) a role that may not write the shared library: only
+// members of kvg_author (docs/security.md). deposit() checks it; kvg_solve
+// checks it before it solves.
+void require_depositor(Spi& spi);
+
 // The entry's id. Idempotent: the same question (by key) with the same
 // solution, answer and verifier returns the stored id and stores nothing.
 // Refuses an entry its verifier rejects (22V04) and a question already

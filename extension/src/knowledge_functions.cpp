@@ -77,6 +77,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
     throw Error(ErrorCode::InvalidArgument, "attempts must be in 1.." + std::to_string(kMaxAttempts));
 
   EngineCall call;
+  require_depositor(call.spi);  // before any work: what it solves goes to the shared library
   const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
   const Verifier verifier = parse_verifier(call.spi, prompt_text_arg(fcinfo, 1, *call.model, "verifier"));
   if (verifier.kind == Verifier::Kind::Contains)

@@ -2,6 +2,7 @@
 // postmaster by shared_preload_libraries, so nothing heavy happens at load
 // (no model, no CUDA: CUDA does not survive fork()).
 #include "extension/src/audit_writer.hpp"
+#include "extension/src/device_notice.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
 
@@ -16,7 +17,7 @@ PGDLLEXPORT void _PG_init(void);
 // Plain C calls only: an ERROR raised here has no C++ object to skip.
 void _PG_init(void) {
   kvg::pg::settings::define();
-  kvg::pg::install_boundary();
+  kvg::pg::install_boundary({kvg::pg::notice_device_fallback, kvg::pg::forget_device_fallback});
   // The audit writer's shared memory exists only when the postmaster loads
   // kvg (shared_preload_libraries); otherwise CREATE EXTENSION refuses
   // (kvg.require_preload) and audited calls are refused.

@@ -4,7 +4,6 @@
 #include <new>
 
 #include "common/error.hpp"
-#include "extension/src/device_notice.hpp"
 #include "extension/src/error_map.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -27,6 +26,8 @@ struct Outcome {
   char message[2048] = {};
 };
 
+AfterBody after_body{};  // install_boundary's
+
 // Truncates on a UTF-8 character boundary so the client never receives a
 // broken sequence.
 void copy_message(Outcome& out, const char* text) noexcept {
@@ -45,7 +46,7 @@ __attribute__((noinline)) Datum run_body(FunctionCallInfo fcinfo, Datum (*body)(
                                          Outcome& out) noexcept {
   try {
     const Datum result = body(fcinfo);
-    notice_device_fallback();
+    if (after_body.success) after_body.success();
     return result;
   } catch (const PgError&) {
     out.kind = Outcome::Kind::Postgres;  // the error itself is state.pending
@@ -63,7 +64,7 @@ __attribute__((noinline)) Datum run_body(FunctionCallInfo fcinfo, Datum (*body)(
     out.kind = Outcome::Kind::Other;
     copy_message(out, "exception of unknown type");
   }
-  forget_device_fallback();
+  if (after_body.failure) after_body.failure();
   return Datum(0);
 }
 
@@ -166,6 +167,9 @@ void check_for_interrupts() {
   call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
-void install_boundary() { RegisterXactCallback(reset_at_transaction_end, nullptr); }
+void install_boundary(AfterBody after) {
+  after_body = after;
+  RegisterXactCallback(reset_at_transaction_end, nullptr);
+}
 
 }  // namespace kvg::pg

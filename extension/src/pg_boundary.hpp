@@ -125,8 +125,18 @@ void throw_if_interrupted();
 // CHECK_FOR_INTERRUPTS() for loops on the backend thread (large-object I/O).
 void check_for_interrupts();
 
-// From _PG_init: resets the boundary's state at every transaction end.
-void install_boundary();
+// What runs after every SQL function's C++ body: `success` when it returned
+// (it may call into PostgreSQL through call(); what it throws is the call's
+// error), `failure` when it threw (it must not call PostgreSQL). The boundary
+// knows no feature; the module says which (module.cpp: the device notice).
+struct AfterBody {
+  void (*success)() = nullptr;
+  void (*failure)() noexcept = nullptr;
+};
+
+// From _PG_init: sets the hooks above and resets the boundary's state at
+// every transaction end.
+void install_boundary(AfterBody after);
 
 }  // namespace kvg::pg
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 
+#include "extension/src/conninfo.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
 
@@ -41,13 +42,6 @@ void drop() noexcept {
 
 void close_at_exit(int, Datum) { drop(); }
 
-// libpq's messages end in a newline; ours do not.
-std::string message_of(const char* text) {
-  std::string s = text ? text : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s.empty() ? "no message from libpq" : s;
-}
-
 // A cancel, statement_timeout or recovery conflict is reported by
 // PostgreSQL itself (CHECK_FOR_INTERRUPTS); the connection goes first, since
 // the statement on it is then in an unknown state.
@@ -81,7 +75,7 @@ int wait_for(int events, pgsocket sock, long timeout_ms) {
 
 [[noreturn]] void lost(const char* doing) {
   fail(Kind::Lost, "08006",
-       std::string("the connection to the primary broke ") + doing + ": " + message_of(PQerrorMessage(link.conn)));
+       std::string("the connection to the primary broke ") + doing + ": " + libpq_message(PQerrorMessage(link.conn)));
 }
 
 // An idle connection whose server has gone shows it once what arrived since
@@ -109,7 +103,7 @@ void start_connect(const std::string& conninfo, const std::string& dbname) {
   char* problem = nullptr;
   std::unique_ptr<PQconninfoOption, FreeOptions> options(PQconninfoParse(conninfo.c_str(), &problem));
   if (!options) {
-    const std::string why = message_of(problem);
+    const std::string why = libpq_message(problem);
     if (problem) PQfreemem(problem);
     fail(Kind::Unreachable, "08001", "kvg.audit_conninfo cannot be parsed: " + why);
   }
@@ -149,7 +143,7 @@ void connect(const std::string& conninfo, const std::string& dbname) {
       PQstatus(link.conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
   while (state != PGRES_POLLING_OK) {
     if (state == PGRES_POLLING_FAILED)
-      fail(Kind::Unreachable, "08001", "cannot connect to the primary: " + message_of(PQerrorMessage(link.conn)));
+      fail(Kind::Unreachable, "08001", "cannot connect to the primary: " + libpq_message(PQerrorMessage(link.conn)));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0)
       fail(Kind::Unreachable, "08001",
@@ -172,7 +166,7 @@ void connect(const std::string& conninfo, const std::string& dbname) {
          "follows a failover.");
   PQsetNoticeReceiver(link.conn, ignore_notice, nullptr);
   if (PQsetnonblocking(link.conn, 1) != 0)
-    fail(Kind::Unreachable, "08001", "libpq: " + message_of(PQerrorMessage(link.conn)));
+    fail(Kind::Unreachable, "08001", "libpq: " + libpq_message(PQerrorMessage(link.conn)));
 }
 
 struct ClearResult {
@@ -186,18 +180,6 @@ std::string field(const PGresult* r, int code) {
 }
 
 }  // namespace
-
-std::optional<std::string> conninfo_problem(const char* conninfo) {
-  char* problem = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo, &problem);
-  if (options) {
-    PQconninfoFree(options);
-    return std::nullopt;
-  }
-  const std::string why = message_of(problem);
-  if (problem) PQfreemem(problem);
-  return why;
-}
 
 void ensure_connected() {
   const std::string conninfo = settings::audit_conninfo();
@@ -222,7 +204,7 @@ std::vector<SqlValue> run_one_row(const char* sql, const std::vector<SqlValue>& 
     drop();
     ensure_connected();
     if (!PQsendQueryParams(link.conn, sql, int(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
-      fail(Kind::Unreachable, "08001", "cannot send to the primary: " + message_of(PQerrorMessage(link.conn)));
+      fail(Kind::Unreachable, "08001", "cannot send to the primary: " + libpq_message(PQerrorMessage(link.conn)));
   }
   // From here the primary may have run the statement: no second try.
   for (int pending; (pending = PQflush(link.conn)) != 0;) {
@@ -249,7 +231,7 @@ std::vector<SqlValue> run_one_row(const char* sql, const std::vector<SqlValue>& 
                       "the primary refused it: " +
                           (PQresultStatus(r.get()) == PGRES_TUPLES_OK
                                ? std::to_string(PQntuples(r.get())) + " rows instead of one"
-                               : message_of(PQresultErrorMessage(r.get()))),
+                               : libpq_message(PQresultErrorMessage(r.get()))),
                       field(r.get(), PG_DIAG_MESSAGE_DETAIL), field(r.get(), PG_DIAG_MESSAGE_HINT));
     }
   }

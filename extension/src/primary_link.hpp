@@ -42,9 +42,6 @@ class Failure : public std::runtime_error {
   std::string detail, hint;
 };
 
-// Why libpq cannot parse `conninfo` as a connection string; nullopt when it can.
-std::optional<std::string> conninfo_problem(const char* conninfo);
-
 // Opens the connection unless a healthy one is open (a health check reads
 // what the server sent while it was idle: a closed connection shows). Throws
 // Failure (NotConfigured, Unreachable).

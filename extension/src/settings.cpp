@@ -15,6 +15,10 @@
 //                      largest artifact one kvg_import takes, and how many
 //                      bytes of imported artifacts one role may have stored
 //                      (kvg.storage_usage shows it).
+//  kvg.max_solution_tokens
+//                      superuser: the longest solution a library entry may
+//                      hold, in tokens, so that nobody's entries crowd
+//                      everybody's questions out of the context.
 //  kvg.device          any user: cpu, cuda and auto (cuda when a usable GPU
 //                      is present) give the same bits under the portable
 //                      recipe, so the choice affects speed only.
@@ -78,7 +82,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/request_limits.hpp"
 #include "extension/src/disk_headroom.hpp"
-#include "extension/src/primary_link.hpp"
+#include "extension/src/conninfo.hpp"
 #include "extension/src/postgres.hpp"
 
 namespace kvg::pg::settings {
@@ -95,6 +99,7 @@ int max_kv_memory_kb_value = 1 << 20;  // 1 GB
 int gpu_staging_kb_value = 3 * 64 * 1024;  // 192 MB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
+int max_solution_tokens_value = 1024;
 int progress_notice_ms_value = 0;
 char* knowledge_template_value = nullptr;
 bool prefix_reuse_value = true;
@@ -136,7 +141,7 @@ bool check_audit_conninfo(char** newval, void**, GucSource) {
   static char problem[512];
   problem[0] = '\0';
   try {
-    if (auto why = primary_link::conninfo_problem(*newval ? *newval : "")) strlcpy(problem, why->c_str(), sizeof(problem));
+    if (auto why = conninfo_problem(*newval ? *newval : "")) strlcpy(problem, why->c_str(), sizeof(problem));
   } catch (...) {
     strlcpy(problem, "unexpected error", sizeof(problem));
   }
@@ -195,6 +200,9 @@ void define() {
                            recipe_options.data(), PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_new_tokens", "Hard cap on the tokens one kvg call generates.", nullptr,
                           &max_new_tokens_value, 256, 1, int(kvg::kMaxNewTokens), PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.max_solution_tokens", "The most tokens a library entry's solution may hold.",
+                          "kvg_learn and kvg_solve refuse longer ones (54000).", &max_solution_tokens_value, 1024, 1,
+                          INT_MAX, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.progress_notices",
                           "Report long kvg work (prefill, decoding) as NOTICEs, at most one per this interval.",
                           "0 (the default) sends none.", &progress_notice_ms_value, 0, 0, INT_MAX, PGC_USERSET,
@@ -269,6 +277,7 @@ uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
 kvg::Device device() { return static_cast<kvg::Device>(device_value); }
 Recipe recipe() { return all_recipes().at(size_t(recipe_value)); }
 int max_new_tokens() { return max_new_tokens_value; }
+int max_solution_tokens() { return max_solution_tokens_value; }
 int progress_notice_ms() { return progress_notice_ms_value; }
 const char* knowledge_template() { return knowledge_template_value ? knowledge_template_value : kDefaultTemplate; }
 bool prefix_reuse() { return prefix_reuse_value; }

@@ -27,6 +27,8 @@ uint64_t import_quota_bytes();
 kvg::Device device();
 kvg::Recipe recipe();  // kvg.recipe
 int max_new_tokens();
+// kvg.max_solution_tokens: the longest solution a library entry may hold.
+int max_solution_tokens();
 
 // kvg.progress_notices: at most one progress NOTICE per this many
 // milliseconds during long work; 0: none.

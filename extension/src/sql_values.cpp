@@ -8,6 +8,8 @@
 
 extern "C" {
 #include "access/detoast.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "access/htup_details.h"
 }
 
@@ -135,6 +137,14 @@ void warning(const std::string& message, const std::string& hint) {
   call([&] {
     ereport(WARNING, (errmsg_internal("%s", message.c_str()), hint.empty() ? 0 : errhint("%s", hint.c_str())));
   });
+}
+
+Datum int4_array_result(const std::vector<int32_t>& values) {
+  // Built before calling into PostgreSQL: an error there must not skip a destructor.
+  std::vector<Datum> items;
+  items.reserve(values.size());
+  for (const int32_t v : values) items.push_back(Int32GetDatum(v));
+  return call([&] { return PointerGetDatum(construct_array_builtin(items.data(), int(items.size()), INT4OID)); });
 }
 
 }  // namespace kvg::pg

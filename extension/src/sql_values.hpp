@@ -42,6 +42,8 @@ Datum text_result(std::string_view text);
 // A bytea of n bytes whose contents the caller fills through *data.
 Datum bytea_result(size_t n, uint8_t** data);
 Datum jsonb_result(const std::string& json);
+// token ids as an integer[] result.
+Datum int4_array_result(const std::vector<int32_t>& values);
 // The one row of a set-returning function declared RETURNS TABLE (no NULLs);
 // the function then returns Datum(0).
 void return_single_row(FunctionCallInfoBaseData* fcinfo, std::vector<Datum> values);

@@ -6,6 +6,7 @@
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/spi.hpp"
 #include "extension/src/sql_raise.hpp"
+#include "extension/src/trusted_roles.hpp"
 
 namespace kvg::pg {
 
@@ -55,10 +56,9 @@ Verifier parse_verifier(Spi& spi, const std::string& text) {
   }
   if (!is_qualified_name(text))
     raise_sqlstate("22023", "verifier \"" + text.substr(0, 200) + "\" is not one of the verifier forms", kForms);
-  if (spi.run("SELECT pg_catalog.pg_has_role(current_user, 'kvg_author', 'USAGE')").at(0).at(0) != SqlValue("t"))
-    raise_sqlstate("42501", "a function verifier needs the role kvg_author",
-                   "Other users' answers run a function verifier with the depositor's rights; a superuser grants "
-                   "kvg_author to the roles trusted to write them (docs/security.md).");
+  require_author(spi, "a function verifier",
+                 "Other users' answers run a function verifier with the depositor's rights; a superuser grants "
+                 "kvg_author to the roles trusted to write them (docs/security.md).");
   // Resolved with the caller's search_path, stored qualified: a later check
   // must not depend on whoever's search_path is current then.
   const auto rows = spi.run(

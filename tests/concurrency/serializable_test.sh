@@ -8,7 +8,7 @@
 # still conflict under SSI on the library itself (kvg.knowledge: each reads
 # the question-key index page that the others insert into), which is not
 # about artifacts; one SERIALIZABLE learn is tested in
-# tests/pgtap/18_artifact_worker.sql.
+# tests/pgtap/22_artifact_worker.sql.
 # Usage: serializable_test.sh DATABASE MODEL (the server's copy), against the
 # cluster scripts/pg-env.sh names (PGHOST/PGPORT set by the caller).
 set -uo pipefail

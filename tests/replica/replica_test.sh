@@ -103,8 +103,16 @@ is "the standby's answer has its row on the primary (role, operation, hashes, ou
   "replica_alice|answer|recurring|t|t|$answer_text|t"
 is "the graft check's row is on the primary" \
   "$(p -c "SELECT count(*) FROM kvg.audit WHERE operation = 'graft_check' AND artifact_sha256 = '$artifact'")" 1
-is "the forwarded row took the primary's audit writer, naming no transaction of the primary" \
-  "$(p -c "SELECT caller_xid IS NULL AND session_role IS NULL FROM kvg.audit WHERE id = ${audit_id:-0}")" t
+is "the forwarded row took the primary's audit writer, naming no transaction of the primary, the standby's session" \
+  "$(p -c "SELECT caller_xid IS NULL, session_role, max_tokens, stop_reason IS NOT NULL,
+                  prompt_tokens_sha256 ~ '^[0-9a-f]{64}\$', template_sha256 ~ '^[0-9a-f]{64}\$'
+           FROM kvg.audit WHERE id = ${audit_id:-0}")" "t|replica_alice|32|t|t|t"
+# A sampled call's row carries what reproduces it (kvg reproduce), forwarded too.
+sampled=$(s -U replica_alice -c "SELECT kvg_generate(' there was', 6, '$artifact', seed => 4242, temperature => 0.8)")
+is "a standby's sampled generate: its row on the primary has temperature, seed, max_tokens and the artifact chain" \
+  "$(p -c "SELECT temperature, seed, max_tokens, artifact_chain = '$artifact', output_text = \$\$$sampled\$\$
+           FROM kvg.audit WHERE operation = 'generate' AND session_role = 'replica_alice' ORDER BY seq DESC LIMIT 1")" \
+  "0.8|4242|6|t|t"
 is "the primary's chain verifies" "$(p -c 'SELECT (kvg_audit_verify()).ok')" t
 pair_wait_replay
 is "the standby replays the rows it forwarded, and its copy verifies" \
