@@ -24,7 +24,7 @@
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
-#include "common/utf8.hpp"
+#include "common/json_reader.hpp"
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
@@ -39,105 +39,19 @@ namespace {
 // numbers and booleans as written).
 using Row = std::map<std::string, std::optional<std::string>>;
 
-class RowParser {
- public:
-  explicit RowParser(std::string_view text) : s_(text) {}
-
-  Row parse() {
-    Row row;
-    expect('{');
-    if (peek() != '}') {
-      for (;;) {
-        std::string name = string_value();
-        expect(':');
-        row[name] = value();
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        break;
-      }
-    }
-    expect('}');
-    if (skip_space(), i_ != s_.size()) fail("text after the row");
-    return row;
+Row read_row(std::string_view text) {
+  const std::string what = "--row (give one entry of kvg_manifest(), a flat JSON object)";
+  const nlohmann::json doc = read_json(text, what);
+  if (!doc.is_object()) throw Error(ErrorCode::InvalidArgument, what + ": not an object");
+  Row row;
+  for (const auto& [name, value] : doc.items()) {
+    if (value.is_structured())
+      throw Error(ErrorCode::InvalidArgument, what + ": \"" + name + "\" is a nested value");
+    if (value.is_null()) row[name] = std::nullopt;
+    else row[name] = value.is_string() ? value.get<std::string>() : value.dump();
   }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(ErrorCode::InvalidArgument, "--row: " + what + " at byte " + std::to_string(i_) +
-                                                " (give one entry of kvg_manifest(), a flat JSON object)");
-  }
-  void skip_space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
-  }
-  char peek() {
-    skip_space();
-    return i_ < s_.size() ? s_[i_] : '\0';
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  uint32_t hex4() {
-    if (i_ + 4 > s_.size()) fail("short \\u escape");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      v = v * 16 + uint32_t(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                                            : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                                                   : (fail("bad \\u escape"), 0));
-    }
-    return v;
-  }
-  std::string string_value() {
-    expect('"');
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      const char c = s_[i_++];
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unfinished escape");
-      const char e = s_[i_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xd800 && cp < 0xdc00 && i_ + 1 < s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
-            i_ += 2;
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (hex4() - 0xdc00);
-          }
-          append_utf8(cp, out);
-          break;
-        }
-        default: fail("bad escape");
-      }
-    }
-    expect('"');
-    return out;
-  }
-  std::optional<std::string> value() {
-    const char c = peek();
-    if (c == '"') return string_value();
-    if (c == '{' || c == '[') fail("nested value");
-    const size_t start = i_;
-    while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ' ' && s_[i_] != '\n') ++i_;
-    const std::string word(s_.substr(start, i_ - start));
-    if (word.empty()) fail("missing value");
-    if (word == "null") return std::nullopt;
-    return word;
-  }
-
-  std::string_view s_;
-  size_t i_ = 0;
-};
+  return row;
+}
 
 std::string field(const Row& row, const char* name) {
   const auto it = row.find(name);
@@ -192,7 +106,7 @@ std::vector<int32_t> generate_prompt(const Args& args, const Model& model, const
 }  // namespace
 
 int cmd_reproduce(const Args& args) {
-  const Row row = RowParser(read_file(args.get("row"))).parse();
+  const Row row = read_row(read_file(args.get("row")));
   const std::string operation = field(row, "operation");
   auto model = load_model(args);
   if (model->fingerprint_hex() != field(row, "model_fingerprint"))

@@ -6,7 +6,8 @@ packages=(cmake g++ make libssl-dev googletest libgtest-dev pkg-config
           postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
           libtap-parser-sourcehandler-pgtap-perl postgresql-contrib python3
           libpq-dev   # libpq: kvg bench-store talks to the server as a client
-          libpcre2-dev)  # PCRE2: the byte-level BPE pre-tokenizer regexes
+          libpcre2-dev   # PCRE2: the byte-level BPE pre-tokenizer regexes
+          nlohmann-json3-dev)  # JSON users give: common/json_reader.hpp
 # --tests: also the tools only tests use: matplotlib (scripts/bench-report.py
 # draws its plots with it) and Chromium (headless screenshots of its page),
 # clang with its libFuzzer runtime (the fuzz harnesses, tests/fuzz), and what
