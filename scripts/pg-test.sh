@@ -5,6 +5,8 @@
 #   2. pgTAP:      tests/pgtap/*.sql with pg_prove, in a fresh database (and a
 #                  synthetic ChatML model for 08_chat.sql, and docs/sql.md for
 #                  14_reference.sql)
+#   2b. 16 concurrent SERIALIZABLE callers storing artifacts (pgbench):
+#      tests/concurrency/serializable_test.sh.
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where
 #      tests/pgtap/restore/verify.sql checks artifacts and audit chain.
@@ -95,6 +97,16 @@ if fresh_db kvg_tap kvg pgtap dblink; then
 else
   count pgtap-setup 0 1 0
 fi
+
+echo "== 16 concurrent SERIALIZABLE callers (tests/concurrency/serializable_test.sh, pgbench)"
+if fresh_db kvg_serializable kvg &&
+  bash tests/concurrency/serializable_test.sh kvg_serializable "$KVG_TEST_DATA/models/stories260K.gguf" \
+    >"$log/serializable" 2>&1; then
+  count serializable 1 0 0
+else
+  count serializable 0 1 0
+fi
+tail -4 "$log/serializable"
 
 echo "== pg_dump / pg_restore"
 # pg_dump warns about kvg.artifacts' self-referencing foreign key; the

@@ -29,7 +29,8 @@ SELECT kvg_export(upper(repeat('ab', 32)));
 -- The functions are strict.
 SELECT kvg_import(NULL) IS NULL AS null_in_null_out, kvg_export(NULL) IS NULL AS null_export;
 
--- A PostgreSQL error raised inside kvg reaches the client as itself.
+-- A read-only transaction stores no artifact (the audit writer would store
+-- it, but this transaction could not claim it): PostgreSQL's SQLSTATE.
 BEGIN TRANSACTION READ ONLY;
 SELECT kvg_import(:'root', verify => false);
 \echo :LAST_ERROR_SQLSTATE

@@ -144,6 +144,90 @@ COMMENT ON FUNCTION kvg.artifact_unlink() IS 'Trigger: a deleted artifact row ta
 CREATE TRIGGER artifacts_unlink AFTER DELETE ON kvg.artifacts
   FOR EACH ROW EXECUTE FUNCTION kvg.artifact_unlink();
 
+-- Storing an artifact (docs/audit-chain.md, "Artifacts") ---------------------------------
+-- Only the audit writer, a background worker of kvg connected as a
+-- superuser, calls this (nobody else may execute it), each time in a
+-- transaction of its own that commits before the storing call goes on: no
+-- call waits on another's open transaction that stored the same bytes. The
+-- large object is given to kvg's owner, as all artifacts' are; its parameters are built by kvg's C code from what the call
+-- computed (the caller names neither the role nor the provenance). Returns
+-- 1 when it stored the bytes, 0 when they were stored already (then a
+-- trusted provenance upgrades an untrusted row, as a verified re-import
+-- proves it).
+CREATE FUNCTION kvg.artifact_store(id text, content bytea, tokens integer, fingerprint text, recipe_name text,
+                                   parent text, token_hash text, creator name, origin text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+-- An owner's open transaction that deleted these bytes' row would make the
+-- writer wait on it: bounded, so that the writer goes on with other work.
+SET lock_timeout = '5s'
+AS $$
+DECLARE
+  object oid;
+BEGIN
+  IF encode(sha256(content), 'hex') IS DISTINCT FROM id THEN
+    RAISE EXCEPTION 'kvg.artifact_store: the bytes do not hash to %', id USING ERRCODE = 'data_corrupted';
+  END IF;
+  IF parent IS NOT NULL AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = parent) THEN
+    RAISE EXCEPTION 'parent artifact % is not stored; store the parent before its continuation', parent
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  IF NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = id) THEN
+    object := lo_from_bytea(0, content);
+    EXECUTE format('ALTER LARGE OBJECT %s OWNER TO %s', object,
+                   (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.nspname = 'kvg'));
+    INSERT INTO kvg.artifacts AS a (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256,
+                                    tokens_sha256, created_by, provenance)
+    VALUES (id, object, length(content), tokens, fingerprint, recipe_name, parent, token_hash, creator, origin)
+    ON CONFLICT (sha256) DO NOTHING;
+    IF FOUND THEN
+      RETURN 1;
+    END IF;
+    PERFORM lo_unlink(object);
+  END IF;
+  IF origin IN ('computed', 'verified') THEN
+    UPDATE kvg.artifacts a SET provenance = origin
+    WHERE a.sha256 = id AND a.provenance IN ('unverified', 'derived');
+  END IF;
+  RETURN 0;
+END
+$$;
+COMMENT ON FUNCTION kvg.artifact_store(text, bytea, integer, text, text, text, text, name, text) IS
+  'The audit writer''s way of storing an artifact, in a transaction of its own (docs/audit-chain.md).';
+
+-- Which transactions stored an artifact: each storing call inserts a row in
+-- its own transaction, which commits or rolls back with it. An artifact
+-- that no committed claim and nothing else references (kvg_orphans,
+-- 'unreferenced_artifact') was stored for calls that rolled back, and
+-- kvg_vacuum collects it. Insert-only, without a key: two calls claiming
+-- the same artifact never wait on each other. No foreign key: a REPEATABLE
+-- READ caller's snapshot may predate the artifact row it claims.
+CREATE TABLE kvg.artifact_claims (
+  id          bigserial PRIMARY KEY,
+  sha256      text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+  claimed_by  name NOT NULL,
+  claimed_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ON kvg.artifact_claims (sha256);
+COMMENT ON TABLE kvg.artifact_claims IS
+  'One row per committed call that stored an artifact; kvg_vacuum collects artifacts that nothing claims or references.';
+
+-- kvg.knowledge.artifact_sha256 names an artifact, checked as a foreign key
+-- would be, but under the latest committed state: the artifact of a
+-- REPEATABLE READ or SERIALIZABLE learn was committed by the audit writer
+-- after the learner's snapshot was taken, where a foreign key's check would
+-- not find it. The row is locked FOR KEY SHARE until the learner commits,
+-- and deleting an artifact that an entry names is refused (23503).
+-- Deferred, like the foreign keys, so that pg_restore may load either table
+-- first.
+CREATE FUNCTION kvg.knowledge_artifact_check() RETURNS trigger
+AS 'MODULE_PATHNAME', 'kvg_knowledge_artifact_check' LANGUAGE C;
+COMMENT ON FUNCTION kvg.knowledge_artifact_check() IS
+  'Constraint trigger: a library entry''s artifact is stored (kvg.knowledge.artifact_sha256).';
+CREATE FUNCTION kvg.artifact_entry_check() RETURNS trigger
+AS 'MODULE_PATHNAME', 'kvg_artifact_entry_check' LANGUAGE C;
+COMMENT ON FUNCTION kvg.artifact_entry_check() IS
+  'Constraint trigger: an artifact that a library entry names is not deleted.';
+
 -- What each role has stored, and how much of it was imported (the part
 -- kvg.import_quota bounds).
 CREATE VIEW kvg.storage_usage AS
@@ -908,7 +992,9 @@ CREATE TABLE kvg.knowledge (
   -- The leaf of the chain of the prompt that holds solution and question
   -- (kvg.knowledge_template when it was learned). Deferred like
   -- artifacts.parent_sha256, so that pg_restore may load either table first.
-  artifact_sha256 text NOT NULL REFERENCES kvg.artifacts DEFERRABLE INITIALLY DEFERRED,
+  -- Checked by constraint triggers rather than a foreign key
+  -- (kvg.knowledge_artifact_check).
+  artifact_sha256 text NOT NULL CHECK (artifact_sha256 ~ '^[0-9a-f]{64}$'),
   solve_tokens    bigint CHECK (solve_tokens >= 0),  -- what solving it cost, when known
   -- What routing compares questions with (kvg.related_knowledge).
   lexemes         text[] GENERATED ALWAYS AS
@@ -917,6 +1003,10 @@ CREATE TABLE kvg.knowledge (
 );
 CREATE INDEX ON kvg.knowledge USING gin (lexemes);
 CREATE INDEX ON kvg.knowledge (artifact_sha256);
+CREATE CONSTRAINT TRIGGER knowledge_artifact_stored AFTER INSERT OR UPDATE OF artifact_sha256 ON kvg.knowledge
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kvg.knowledge_artifact_check();
+CREATE CONSTRAINT TRIGGER artifacts_entry_kept AFTER DELETE ON kvg.artifacts
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION kvg.artifact_entry_check();
 COMMENT ON TABLE kvg.knowledge IS
   'Verified solutions, one per normalized question, each with the artifact of its prompt; see docs/flywheel.md.';
 COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
@@ -1066,7 +1156,14 @@ CREATE EVENT TRIGGER kvg_drop_unlinks_artifacts ON ddl_command_start
 
 -- Both directions of orphan: a large object that looks like an artifact
 -- (owned by kvg's owner, beginning with the magic "KVGA") without a
--- kvg.artifacts row, and a row whose large object is gone.
+-- kvg.artifacts row, and a row whose large object is gone; and artifacts
+-- that nothing needs: stored for calls that rolled back (docs/audit-chain.md,
+-- "Artifacts"). An artifact is referenced by a committed claim
+-- (kvg.artifact_claims: a call that stored it committed), a library entry,
+-- a stored continuation, or an audit row of a call that grafted it (as
+-- kvg_artifact_delete counts them). One that an open transaction has just
+-- stored is listed until that transaction commits its claim; kvg_vacuum
+-- passes over it.
 CREATE FUNCTION public.kvg_orphans()
 RETURNS TABLE (kind text, loid oid, artifact text, bytes bigint)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
@@ -1081,22 +1178,75 @@ AS $$
   SELECT 'row_without_object', a.loid, a.sha256, a.bytes
   FROM kvg.artifacts a
   WHERE NOT EXISTS (SELECT FROM pg_largeobject_metadata m WHERE m.oid = a.loid)
+  UNION ALL
+  SELECT 'unreferenced_artifact', a.loid, a.sha256, a.bytes
+  FROM kvg.artifacts a
+  WHERE NOT EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = a.sha256)
+    AND NOT EXISTS (SELECT FROM kvg.knowledge k WHERE k.artifact_sha256 = a.sha256)
+    AND NOT EXISTS (SELECT FROM kvg.artifacts child WHERE child.parent_sha256 = a.sha256)
+    AND NOT EXISTS (SELECT FROM kvg.audit u WHERE u.artifact_sha256 = a.sha256
+                      AND u.operation NOT IN ('capture', 'import', 'learn'))
   ORDER BY 1, 2
 $$;
 COMMENT ON FUNCTION public.kvg_orphans() IS
-  'Artifact large objects without a kvg.artifacts row, and rows without their large object (none: consistent).';
+  'Artifact large objects without a kvg.artifacts row, rows without their large object, and artifacts that nothing '
+  'claims or references (none: consistent).';
 
 -- Unlinks the objects kvg_orphans() finds without a row (left by a DROP
--- OWNED, or a restore into a database that held some): returns how many.
--- Rows without an object are reported, never deleted: their content is
--- gone, and deciding that is the owner's.
+-- OWNED, or a restore into a database that held some), deletes the
+-- unreferenced artifacts it finds, and the claims of artifacts no longer
+-- stored (and all but the first of an artifact's claims); returns how many
+-- objects and artifacts it removed. Rows without an object are reported,
+-- never deleted: their content is gone, and deciding that is the owner's.
+-- It never waits: an artifact that a running call holds (FOR KEY SHARE, from
+-- the moment it was stored until that call's transaction ends) is skipped,
+-- and the candidates it did lock are checked again under a snapshot taken
+-- after locking them, so a call that committed its claim meanwhile keeps
+-- its artifact. READ COMMITTED only: a transaction snapshot would not see
+-- those claims.
 CREATE FUNCTION public.kvg_vacuum() RETURNS bigint
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
-  SELECT count(lo_unlink(o.loid)) FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row'
+DECLARE
+  objects bigint;
+  candidates text[];
+  round bigint;
+  collected bigint := 0;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'kvg_vacuum runs in READ COMMITTED transactions only, not %',
+      current_setting('transaction_isolation')
+      USING ERRCODE = 'invalid_transaction_state',
+            HINT = 'Call it on its own (autocommit), or after BEGIN ISOLATION LEVEL READ COMMITTED.';
+  END IF;
+  SELECT count(lo_unlink(o.loid)) INTO objects FROM public.kvg_orphans() o WHERE o.kind = 'object_without_row';
+  -- From the leaves up: a chain that rolled-back calls left is unreferenced
+  -- one link at a time, as each continuation goes.
+  LOOP
+    SELECT array_agg(l.sha256) INTO candidates FROM (
+      SELECT a.sha256 FROM kvg.artifacts a
+      WHERE a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
+      FOR UPDATE OF a SKIP LOCKED) l;
+    -- A new statement: its snapshot sees every claim committed before the
+    -- locks above were granted.
+    WITH gone AS (
+      DELETE FROM kvg.artifacts a
+      WHERE a.sha256 = ANY (coalesce(candidates, '{}'))
+        AND a.sha256 IN (SELECT o.artifact FROM public.kvg_orphans() o WHERE o.kind = 'unreferenced_artifact')
+      RETURNING 1)
+    SELECT count(*) INTO round FROM gone;
+    EXIT WHEN round = 0;
+    collected := collected + round;
+  END LOOP;
+  DELETE FROM kvg.artifact_claims c
+  WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)
+     OR EXISTS (SELECT FROM kvg.artifact_claims d WHERE d.sha256 = c.sha256 AND d.id < c.id);
+  RETURN objects + collected;
+END
 $$;
 COMMENT ON FUNCTION public.kvg_vacuum() IS
-  'Unlinks artifact large objects that no kvg.artifacts row names; returns how many.';
+  'Unlinks artifact large objects that no kvg.artifacts row names and deletes artifacts that nothing claims or '
+  'references (skipping those a running call holds); returns how many.';
 
 -- Deleting an artifact (docs/operations.md, "Deleting an artifact") --------------------------
 -- A plain DELETE FROM kvg.artifacts unlinks the large object (trigger
@@ -1195,6 +1345,7 @@ BEGIN
 
   WITH gone AS (DELETE FROM kvg.artifacts a WHERE a.sha256 = ANY (doomed) RETURNING a.bytes)
   SELECT coalesce(sum(g.bytes), 0) INTO freed FROM gone g;
+  DELETE FROM kvg.artifact_claims c WHERE c.sha256 = ANY (doomed);
   RETURN freed;
 END
 $$;
@@ -1208,6 +1359,8 @@ COMMENT ON FUNCTION public.kvg_artifact_delete(text, boolean) IS
 -- keep their OIDs on restore, so loid stays valid).
 
 SELECT pg_catalog.pg_extension_config_dump('kvg.artifacts', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.artifact_claims', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.artifact_claims_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit_head', '');
@@ -1239,7 +1392,7 @@ $$;
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
 GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
-                kvg.artifact_cache TO kvg_user;
+                kvg.artifact_cache, kvg.artifact_claims TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),

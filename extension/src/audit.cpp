@@ -37,7 +37,7 @@ std::optional<int64_t> append_through_writer(const std::string& operation, const
   try {
     return audit_writer::append(values);
   } catch (const audit_writer::Failure& f) {
-    if (!settings::allow_unaudited()) raise_sqlstate(f.sqlstate, f.what(), f.hint);
+    if (!settings::allow_unaudited()) raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
     warn_unaudited(operation, f.what());
     return std::nullopt;
   }
@@ -61,7 +61,7 @@ void audit_preflight() {
   try {
     audit_writer::ensure_running();
   } catch (const audit_writer::Failure& f) {
-    if (!settings::allow_unaudited()) raise_sqlstate(f.sqlstate, f.what(), f.hint);
+    if (!settings::allow_unaudited()) raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
   }
 }
 

@@ -106,7 +106,11 @@ Writer* free_writer() {
   return nullptr;
 }
 
-[[noreturn]] void writer_down(const std::string& why) {
+[[noreturn]] void writer_down(const std::string& why, RequestKind kind = RequestKind::AuditRow) {
+  if (kind == RequestKind::Artifact)
+    throw Failure("57V01", "kvg: this artifact cannot be stored: " + why + ", so the call is refused",
+                  "Artifacts are stored by the same background worker as audit rows (docs/audit-chain.md); "
+                  "see kvg_audit_writers() and the server log.");
   throw Failure("57V01", "kvg: this call's audit row cannot be recorded: " + why + ", so the call is refused",
                 kWriterDownHint);
 }
@@ -192,13 +196,14 @@ class Request {
   Request& operator=(const Request&) = delete;
 
   // The slot's final state (Done or Failed), with its id or error; frees it.
-  SlotState answer(int64_t& id, std::string& error) {
+  SlotState answer(int64_t& id, std::string& error, std::string& sqlstate) {
     LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
     Slot& s = shared_memory->slots[slot_];
     const SlotState state = s.state;  // only this backend queues in its slot
     if (state == SlotState::Done || state == SlotState::Failed) {
       id = s.id;
       error.assign(s.error, strnlen(s.error, sizeof(s.error)));
+      sqlstate.assign(s.sqlstate, strnlen(s.sqlstate, sizeof(s.sqlstate)));
       s.state = SlotState::Free;
       answered_ = true;
     }
@@ -267,9 +272,12 @@ std::string encode_values(const std::vector<SqlValue>& values) {
   return out;
 }
 
-int64_t append(const std::vector<SqlValue>& values) {
+namespace {
+
+// Hands one request to this database's writer and waits for its answer:
+// the id it committed, or Failure.
+int64_t submit(RequestKind kind, const std::string& bytes) {
   require_preloaded();
-  const std::string bytes = encode_values(values);
   const TimestampTz began = GetCurrentTimestamp();
   dsm_segment* segment = call([&] {
     dsm_segment* seg = dsm_create(bytes.size(), 0);
@@ -301,42 +309,58 @@ int64_t append(const std::vector<SqlValue>& values) {
       writer_latch = w->latch;
       Slot& s = shared_memory->slots[slot];
       s.state = SlotState::Queued;
+      s.kind = kind;
       s.request = request_id;
       s.database = db;
       s.payload = handle;
       s.caller = MyLatch;
       s.id = 0;
+      s.sqlstate[0] = '\0';
       s.error[0] = '\0';
     }
     LWLockRelease(shared_memory->lock);
   }
   if (!writer_latch) {
     call([segment] { dsm_detach(segment); });
-    writer_down("this database's audit writer keeps stopping");
+    writer_down("this database's audit writer keeps stopping", kind);
   }
   SetLatch(writer_latch);
 
   Request request(segment, slot, request_id);
   int64_t id = 0;
-  std::string error;
+  std::string error, sqlstate;
   for (;;) {
-    const SlotState state = request.answer(id, error);
+    const SlotState state = request.answer(id, error, sqlstate);
     if (state == SlotState::Done || state == SlotState::Failed) break;
     // The writer sets our latch when it answers; the timeout only bounds a
     // missed wake-up. statement_timeout and cancel end the wait.
     wait_a_little(1000);
   }
   call([segment] { dsm_detach(segment); });
-  if (!error.empty()) writer_down("the audit writer did not commit it (" + error + ")");
+  if (!error.empty()) {
+    // An artifact refused for what it is (its parent gone, the disk full)
+    // is that error, as the caller's own insert would have raised it.
+    if (kind == RequestKind::Artifact && sqlstate.size() == 5 && sqlstate != "57P01" && sqlstate != "XX000")
+      throw Failure(sqlstate.c_str(), "kvg: the artifact was not stored: " + error, {});
+    writer_down("the audit writer did not commit it (" + error + ")", kind);
+  }
   // What the writer added to this call (scripts/bench-audit.sh reads it).
-  call([id, began] {
+  call([id, began, kind] {
     long seconds = 0;
     int micros = 0;
     TimestampDifference(began, GetCurrentTimestamp(), &seconds, &micros);
-    elog(DEBUG1, "kvg: audit row " INT64_FORMAT " committed by the audit writer in %ld us", id,
-         seconds * 1000000L + micros);
+    elog(DEBUG1, "kvg: %s " INT64_FORMAT " committed by the audit writer in %ld us",
+         kind == RequestKind::Artifact ? "artifact request" : "audit row", id, seconds * 1000000L + micros);
   });
   return id;
+}
+
+}  // namespace
+
+int64_t append(const std::vector<SqlValue>& values) { return submit(RequestKind::AuditRow, encode_values(values)); }
+
+bool store_artifact(const std::vector<SqlValue>& values) {
+  return submit(RequestKind::Artifact, encode_values(values)) != 0;
 }
 
 }  // namespace kvg::pg::audit_writer

@@ -33,11 +33,11 @@ namespace kvg::pg::audit_writer {
 void setup_at_preload();
 bool preloaded();
 
-// Why a row could not be recorded: a SQLSTATE and message for the caller.
+// Why a request was not committed: a SQLSTATE and message for the caller.
 struct Failure : std::runtime_error {
   Failure(const char* state, const std::string& message, const std::string& hint)
       : std::runtime_error(message), sqlstate(state), hint(hint) {}
-  const char* sqlstate;
+  std::string sqlstate;
   std::string hint;
 };
 
@@ -51,7 +51,16 @@ void ensure_running();
 // answer lost in transit, which its caller_xid shows).
 int64_t append(const std::vector<SqlValue>& values);
 
-// The parameters of one row, flattened into bytes and back (a count, then
+// Hands an artifact to this database's writer, which stores it in a
+// transaction of its own with kvg.artifact_store (the values are its
+// parameters, the content among them) and commits before this returns: true
+// when it inserted the row, false when the content was stored already.
+// Failure when it was not stored: 57V01 when the writer is down (an
+// artifact is never stored in the caller's transaction), else the error
+// kvg.artifact_store raised, with its SQLSTATE.
+bool store_artifact(const std::vector<SqlValue>& values);
+
+// The parameters of one request, flattened into bytes and back (a count, then
 // for each value a null flag, a length and the bytes).
 std::string encode_values(const std::vector<SqlValue>& values);
 

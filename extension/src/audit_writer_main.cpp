@@ -1,8 +1,10 @@
 // The audit writer, a background worker per database (audit_writer.hpp).
 //
-// It claims every queued row of its database, inserts and links them with
-// kvg.audit_insert in one READ COMMITTED transaction of its own, commits,
-// and only then tells each caller its row's id. If that transaction fails,
+// It claims every queued request of its database: audit rows, which it
+// inserts and links with kvg.audit_insert, and artifacts, which it stores
+// with kvg.artifact_store (lo_store.hpp); all of them in one READ COMMITTED
+// transaction of its own. It commits, and only then tells each caller its
+// row's id. If that transaction fails,
 // each row is tried again alone, so one bad row refuses only its own call.
 // Written in C style on purpose: the PG_TRY frames here own no C++ object,
 // so a PostgreSQL error never skips a destructor, and nothing here throws.
@@ -36,10 +38,17 @@ namespace {
 // kvg.audit_insert with the row's values as text parameters (audit_row.hpp),
 // made once when the writer starts: no C++ runs while a row is written.
 std::string insert_statement;
+// kvg.artifact_store's parameters, in lo_store.cpp's store_and_claim order;
+// the content ($2) is bytea, the rest text.
+constexpr const char* kStoreArtifact =
+    "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9)";
+constexpr int kArtifactParams = 9;
+constexpr int kArtifactContent = 1;  // 0-based index of $2
 
 struct Claimed {
   int slot;
   uint64_t request;
+  RequestKind kind;
   dsm_segment* segment;
   int64_t id;
   bool ok;
@@ -48,6 +57,7 @@ struct Claimed {
 struct Batch {
   Claimed rows[kMaxBatch];
   int count;
+  char sqlstate[6];
   char error[kErrorBytes];
 };
 
@@ -73,6 +83,7 @@ void give_back_at_exit(int, Datum) {
       s.state = SlotState::Free;
     } else if (s.state == SlotState::Queued || s.state == SlotState::Claimed) {
       s.state = SlotState::Failed;
+      s.sqlstate[0] = '\0';
       strlcpy(s.error, "the audit writer stopped before committing it", sizeof(s.error));
       SetLatch(s.caller);
     }
@@ -126,12 +137,13 @@ void claim(Batch& batch) {
     dsm_segment* segment = dsm_attach(s.payload);
     if (!segment) {  // the caller is gone already
       s.state = SlotState::Failed;
+      s.sqlstate[0] = '\0';
       strlcpy(s.error, "its request vanished", sizeof(s.error));
       SetLatch(s.caller);
       continue;
     }
     s.state = SlotState::Claimed;
-    batch.rows[batch.count++] = Claimed{i, s.request, segment, 0, false};
+    batch.rows[batch.count++] = Claimed{i, s.request, s.kind, segment, 0, false};
   }
   LWLockRelease(sh->lock);
 }
@@ -149,8 +161,12 @@ bool retire_if_idle() {
   return idle;
 }
 
-// One row: its segment's values as text parameters of kInsert.
-int64_t insert_row(dsm_segment* segment) {
+// One request: its segment's values as the parameters of kInsert (an audit
+// row) or kStoreArtifact (an artifact), whose result is its id.
+int64_t run_request(RequestKind kind, dsm_segment* segment) {
+  const bool artifact = kind == RequestKind::Artifact;
+  constexpr int kParams = kAuditColumnCount > kArtifactParams ? kAuditColumnCount : kArtifactParams;
+  const int count = artifact ? kArtifactParams : kAuditColumnCount;
   const char* p = static_cast<const char*>(dsm_segment_address(segment));
   const char* end = p + dsm_segment_map_length(segment);
   auto get32 = [&p, end]() {
@@ -160,26 +176,27 @@ int64_t insert_row(dsm_segment* segment) {
     p += sizeof(n);
     return n;
   };
-  constexpr int kParams = kAuditColumnCount;
-  if (get32() != uint32_t(kParams)) elog(ERROR, "kvg audit writer: a request of another version");
+  if (get32() != uint32_t(count)) elog(ERROR, "kvg audit writer: a request of another version");
   Oid types[kParams];
   Datum values[kParams];
   char nulls[kParams];
-  for (int i = 0; i < kParams; ++i) {
+  for (int i = 0; i < count; ++i) {
     if (end - p < 1) elog(ERROR, "kvg audit writer: truncated request");
     const bool present = *p++ != 0;
     const uint32_t n = get32();
     if (uint32_t(end - p) < n) elog(ERROR, "kvg audit writer: truncated request");
-    types[i] = TEXTOID;
+    // text and bytea are both a varlena of the bytes.
+    types[i] = artifact && i == kArtifactContent ? BYTEAOID : TEXTOID;
     values[i] = present ? PointerGetDatum(cstring_to_text_with_len(p, int(n))) : Datum(0);
     nulls[i] = present ? ' ' : 'n';
     p += n;
   }
-  const int rc = SPI_execute_with_args(insert_statement.c_str(), kParams, types, values, nulls, false, 1);
-  if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg audit writer: kvg.audit_insert failed (%d)", rc);
+  const int rc = SPI_execute_with_args(artifact ? kStoreArtifact : insert_statement.c_str(), count, types, values,
+                                       nulls, false, 1);
+  if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg audit writer: its statement failed (%d)", rc);
   bool isnull = true;
   const Datum id = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-  if (isnull) elog(ERROR, "kvg audit writer: kvg.audit_insert returned no id");
+  if (isnull) elog(ERROR, "kvg audit writer: its statement returned no id");
   return DatumGetInt64(id);
 }
 
@@ -193,8 +210,9 @@ bool write(Batch& batch, int first, int n) {
     StartTransactionCommand();
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "kvg audit writer: SPI_connect failed");
     PushActiveSnapshot(GetTransactionSnapshot());
-    pgstat_report_activity(STATE_RUNNING, "kvg audit writer: appending rows");
-    for (int i = first; i < first + n; ++i) batch.rows[i].id = insert_row(batch.rows[i].segment);
+    pgstat_report_activity(STATE_RUNNING, "kvg audit writer: appending rows and storing artifacts");
+    for (int i = first; i < first + n; ++i)
+      batch.rows[i].id = run_request(batch.rows[i].kind, batch.rows[i].segment);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();
@@ -207,6 +225,7 @@ bool write(Batch& batch, int first, int n) {
     FlushErrorState();
     AbortCurrentTransaction();
     strlcpy(batch.error, error->message ? error->message : "unknown error", sizeof(batch.error));
+    strlcpy(batch.sqlstate, unpack_sql_state(error->sqlerrcode), sizeof(batch.sqlstate));
     ereport(LOG, (errmsg("kvg audit writer: %d row(s) not written: %s", n, batch.error)));
     FreeErrorData(error);
   }
@@ -229,10 +248,13 @@ void answer(Batch& batch) {
     }
     s.state = batch.rows[i].ok ? SlotState::Done : SlotState::Failed;
     s.id = batch.rows[i].id;
-    if (batch.rows[i].ok)
+    if (batch.rows[i].ok) {
       s.error[0] = '\0';
-    else
+      s.sqlstate[0] = '\0';
+    } else {
       strlcpy(s.error, batch.error, sizeof(s.error));
+      strlcpy(s.sqlstate, batch.sqlstate, sizeof(s.sqlstate));
+    }
     SetLatch(s.caller);
   }
   me->rows += uint64_t(batch.count);

@@ -41,16 +41,24 @@ enum class SlotState : uint32_t {
   Abandoned,  // the caller stopped waiting (cancel, statement_timeout) while Claimed
 };
 
-// One per PGPROC (a backend has at most one row in flight), so a backend
+// What a request asks of the writer (audit_writer.hpp).
+enum class RequestKind : uint32_t {
+  AuditRow,  // kvg.audit_insert's parameters
+  Artifact,  // kvg.artifact_store's parameters, the content among them (lo_store.hpp)
+};
+
+// One per PGPROC (a backend has at most one request in flight), so a backend
 // that exits while waiting leaks nothing: the next one on its PGPROC reuses
 // the slot. `request` tells the rows of successive backends apart.
 struct Slot {
   SlotState state;
   uint64_t request;
+  RequestKind kind;
   Oid database;
-  dsm_handle payload;  // the row's values (audit_writer.cpp: encode_values)
+  dsm_handle payload;  // the request's values (audit_writer.cpp: encode_values)
   Latch* caller;
   int64_t id;
+  char sqlstate[6];  // of the error that failed it, for the caller to raise
   char error[kErrorBytes];
 };
 

@@ -86,21 +86,14 @@ void define_setting() {
                           &min_free_disk_mb, 1024, 0, INT_MAX, PGC_SUSET, GUC_UNIT_MB, nullptr, nullptr, nullptr);
 }
 
-uint32_t check_before_write() {
+uint32_t check_before_write(uint64_t incoming) {
   if (min_free_disk_mb == 0) return large_object_space(false).blocks;
   const std::string dir = database_directory();
   const uint64_t free = free_bytes(dir);
-  const LargeObjectSpace lo = large_object_space(free < min_free_bytes());
-  if (free < min_free_bytes() && !lo.reusable) refuse(dir, free);
+  const bool short_of_space = free < min_free_bytes() + incoming;
+  const LargeObjectSpace lo = large_object_space(short_of_space);
+  if (short_of_space && !lo.reusable) refuse(dir, free);
   return lo.blocks;
-}
-
-void check_after_write(uint32_t blocks_at_start) {
-  if (min_free_disk_mb == 0) return;
-  if (large_object_space(false).blocks <= blocks_at_start) return;  // only reused pages
-  const std::string dir = database_directory();
-  const uint64_t free = free_bytes(dir);
-  if (free < min_free_bytes()) refuse(dir, free);
 }
 
 }  // namespace kvg::pg::disk_headroom

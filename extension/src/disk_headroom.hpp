@@ -9,9 +9,9 @@
 // megabytes at a time; an answer that stores nothing still writes its audit
 // row. The refusal is 53100 (disk_full), raised before anything is written
 // when the filesystem is already below the setting and pg_largeobject has no
-// free space left to reuse, or as soon as an artifact's writes have grown
-// pg_largeobject while the filesystem is below it (at most one 4 MB chunk
-// later). Space freed inside pg_largeobject by VACUUM is reused without
+// free space left to reuse: checked when a call starts making an artifact
+// and again just before its bytes are handed to the audit writer, which
+// writes them (lo_store.hpp). Space freed inside pg_largeobject by VACUUM is reused without
 // growing it, so after the documented procedure artifacts are stored again
 // even when VACUUM could not return that space to the filesystem.
 #pragma once
@@ -25,12 +25,8 @@ void define_setting();
 
 // pg_largeobject's size in blocks, after refusing (53100) a new artifact
 // that could only be stored by growing pg_largeobject on a filesystem that
-// is already below kvg.min_free_disk. Call before writing an artifact.
-uint32_t check_before_write();
-
-// Refuses (53100) when pg_largeobject has grown past `blocks_at_start` (what
-// check_before_write returned) and the filesystem is below the setting.
-// Call after each chunk written.
-void check_after_write(uint32_t blocks_at_start);
+// is below kvg.min_free_disk, or would be after `incoming` more bytes (its
+// size, when known). Call before storing an artifact.
+uint32_t check_before_write(uint64_t incoming = 0);
 
 }  // namespace kvg::pg::disk_headroom

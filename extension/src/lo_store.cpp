@@ -5,15 +5,18 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "extension/src/audit_writer.hpp"
 #include "extension/src/disk_headroom.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/spi.hpp"
+#include "extension/src/sql_raise.hpp"
 #include "extension/src/sql_values.hpp"
 #include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "utils/snapmgr.h"
 }
 
@@ -24,44 +27,24 @@ namespace {
 // The server's large-object calls, one guard each. We go through be-fsstubs
 // (the lo_* SQL functions' C bodies) rather than inv_api.c directly: only
 // be-fsstubs registers the end-of-transaction cleanup that closes descriptors
-// and pg_largeobject itself; bypassing it leaks relation references.
+// and pg_largeobject itself; bypassing it leaks relation references. Objects
+// are written by the audit writer only (kvg.artifact_store).
 
-Oid create_object() {
-  return call([] { return DatumGetObjectId(DirectFunctionCall1(be_lo_create, ObjectIdGetDatum(InvalidOid))); });
-}
-
-int open_object(Oid loid, int mode) {
+// Opens for reading under the latest committed state: the writer committed
+// the object after this transaction's snapshot may have been taken, and an
+// artifact's bytes never change.
+int open_for_reading(Oid loid) {
   return call([&] {
-    // Read mode reads under the active snapshot, which predates whatever
-    // this statement has written so far (an import followed by a verify in
-    // the same statement); advance it to the current command first.
-    PushCopiedSnapshot(GetActiveSnapshot());
-    UpdateActiveSnapshotCommandId();
-    int fd = DatumGetInt32(DirectFunctionCall2(be_lo_open, ObjectIdGetDatum(loid), Int32GetDatum(mode)));
+    PushActiveSnapshot(GetLatestSnapshot());
+    int fd = DatumGetInt32(DirectFunctionCall2(be_lo_open, ObjectIdGetDatum(loid), Int32GetDatum(INV_READ)));
     PopActiveSnapshot();
     return fd;
   });
 }
 
-void write_object(int fd, const uint8_t* data, size_t n) {
-  const int written = call([&] { return lo_write(fd, reinterpret_cast<const char*>(data), static_cast<int>(n)); });
-  if (written < 0 || static_cast<size_t>(written) != n)
-    throw Error(ErrorCode::Io, "short write to a large object (" + std::to_string(written) + " of " +
-                                   std::to_string(n) + " bytes)");
-}
-
 size_t read_object(int fd, uint8_t* buf, size_t n) {
   const int len = static_cast<int>(std::min<size_t>(n, INT_MAX));
   return static_cast<size_t>(call([&] { return lo_read(fd, reinterpret_cast<char*>(buf), len); }));
-}
-
-void close_object(int fd) {
-  call([&] { DirectFunctionCall1(be_lo_close, Int32GetDatum(fd)); });
-}
-
-// Also closes any descriptor still open on it. Needs the owner's rights.
-void drop_object(Oid loid) {
-  call([&] { DirectFunctionCall1(be_lo_unlink, ObjectIdGetDatum(loid)); });
 }
 
 SqlValue optional_hex(const std::optional<Digest>& d) { return d ? SqlValue(to_hex(*d)) : std::nullopt; }
@@ -75,7 +58,7 @@ class LargeObjectSource final : public ByteSource {
  public:
   explicit LargeObjectSource(Oid loid) {
     OwnerRights owner;  // read permission is checked once, at open
-    fd_ = open_object(loid, INV_READ);
+    fd_ = open_for_reading(loid);
   }
   ~LargeObjectSource() override {
     if (fd_ >= 0) cleanup([this] { DirectFunctionCall1(be_lo_close, Int32GetDatum(fd_)); });
@@ -142,76 +125,77 @@ ArtifactMeta meta_from_header(const ArtifactHeader& header) {
 
 LoStore::Writer::Writer(LoStore& store) : store_(store) {
   refuse_on_standby("storing an artifact", "a standby is read-only");
-  lo_blocks_at_start_ = disk_headroom::check_before_write();  // kvg.min_free_disk
-  OwnerRights owner;  // the object belongs to the owner, not the caller
-  loid_ = create_object();
-  fd_ = open_object(loid_, INV_WRITE);
-  buffer_.reserve(kLargeObjectChunkBytes);
+  // The audit writer would store it, but this transaction could not claim it.
+  if (XactReadOnly) raise_sqlstate("25006", "cannot store an artifact in a read-only transaction");
+  (void)disk_headroom::check_before_write();  // kvg.min_free_disk, before the work that makes the bytes
 }
 
-LoStore::Writer::~Writer() {
-  // After a PostgreSQL ERROR the transaction abort removes the object.
-  if (committed_ || error_pending()) return;
-  try {
-    OwnerRights owner;
-    drop_object(loid_);
-  } catch (...) {
-    // A destructor cannot throw; a PostgreSQL error stays pending and is
-    // re-raised by the entry wrapper.
-  }
-}
+LoStore::Writer::~Writer() = default;
 
 void LoStore::Writer::write(const uint8_t* data, size_t n) {
-  if (committed_) throw Error(ErrorCode::Internal, "write to a committed large-object writer");
+  if (committed_) throw Error(ErrorCode::Internal, "write to a committed artifact writer");
   sha_.update(data, n);
-  bytes_ += n;
-  while (n > 0) {
-    size_t take = std::min(n, kLargeObjectChunkBytes - buffer_.size());
-    buffer_.insert(buffer_.end(), data, data + take);
-    data += take;
-    n -= take;
-    if (buffer_.size() == kLargeObjectChunkBytes) flush();
-  }
-}
-
-void LoStore::Writer::flush() {
-  if (buffer_.empty()) return;
-  check_for_interrupts();
-  write_object(fd_, buffer_.data(), buffer_.size());
-  buffer_.clear();
-  disk_headroom::check_after_write(lo_blocks_at_start_);
+  content_.append(reinterpret_cast<const char*>(data), n);
 }
 
 Digest LoStore::Writer::commit(const ArtifactMeta& meta, Provenance provenance) {
-  if (committed_) throw Error(ErrorCode::Internal, "large-object writer committed twice");
-  flush();
-  close_object(fd_);
-  fd_ = -1;
+  if (committed_) throw Error(ErrorCode::Internal, "artifact writer committed twice");
   const Digest id = sha_.finish();
   if (meta.parent && !store_.exists(*meta.parent))
     throw Error(ErrorCode::NotFound, "parent artifact " + to_hex(*meta.parent) +
                                          " is not stored; store the parent before its continuation");
-  const std::string role = calling_role();
-  OwnerRights owner;
-  // ON CONFLICT waits for a concurrent insert of the same hash to commit or
-  // abort, so exactly one of two racing sessions keeps its object.
-  auto inserted = store_.spi_.run(
-      "INSERT INTO kvg.artifacts (sha256, loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, "
-      "tokens_sha256, created_by, provenance) VALUES ($1, $2::oid, $3::bigint, $4::integer, $5, $6, $7, $8, "
-      "$9::name, $10) ON CONFLICT (sha256) DO NOTHING RETURNING 1",
-      {to_hex(id), std::to_string(loid_), std::to_string(bytes_),
-       meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt, optional_hex(meta.model_fingerprint),
-       meta.recipe, optional_hex(meta.parent), optional_hex(meta.tokens_sha256), role, provenance_name(provenance)});
-  if (inserted.empty()) {
-    drop_object(loid_);  // already stored: keep one copy
-    // The same bytes, now known to be the engine's: the stored row says so too.
-    if (trusted(provenance))
-      store_.spi_.run("UPDATE kvg.artifacts SET provenance = $2 WHERE sha256 = $1 "
-                      "AND provenance IN ('unverified', 'derived')",
-                      {to_hex(id), provenance_name(provenance)});
-  }
+  // Again, now that the writer is about to grow pg_largeobject by this much.
+  (void)disk_headroom::check_before_write(content_.size());
+  store_.store_and_claim(id, content_, meta, provenance);
   committed_ = true;
+  content_ = std::string();
   return id;
+}
+
+void LoStore::store_and_claim(const Digest& id, const std::string& content, const ArtifactMeta& meta,
+                              Provenance provenance) {
+  const std::string hex = to_hex(id);
+  // Built here from what this backend computed: nothing the caller passed
+  // names the role or the provenance.
+  std::vector<SqlValue> values = {
+      hex,
+      content,
+      meta.n_tokens ? SqlValue(std::to_string(*meta.n_tokens)) : std::nullopt,
+      optional_hex(meta.model_fingerprint),
+      meta.recipe,
+      optional_hex(meta.parent),
+      optional_hex(meta.tokens_sha256),
+      calling_role(),
+      provenance_name(provenance)};
+  try {
+    (void)audit_writer::store_artifact(values);
+  } catch (const audit_writer::Failure& f) {
+    raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
+  }
+  OwnerRights owner;
+  // Held until this transaction ends, so that no kvg_vacuum takes it. SKIP
+  // LOCKED passes over a row that a delete holds rather than waiting for it.
+  const char* kLock = "SELECT 1 FROM kvg.artifacts WHERE sha256 = $1 FOR KEY SHARE SKIP LOCKED";
+  if (spi_.run_latest(kLock, {hex}).empty()) {
+    // Not there for this transaction: it deleted the row itself (the writer
+    // still sees it stored), or kvg_vacuum took it the moment the writer
+    // committed it. Then it is stored in this transaction, as the writer
+    // would store it.
+    std::string content_hex;
+    content_hex.reserve(content.size() * 2);
+    static constexpr char kDigits[] = "0123456789abcdef";
+    for (unsigned char c : content) {
+      content_hex.push_back(kDigits[c >> 4]);
+      content_hex.push_back(kDigits[c & 15]);
+    }
+    values[1] = std::move(content_hex);
+    spi_.run("SELECT kvg.artifact_store($1, pg_catalog.decode($2, 'hex'), $3::integer, $4, $5, $6, $7, $8::name, $9)",
+             values);
+    if (spi_.run_latest(kLock, {hex}).empty())
+      throw Error(ErrorCode::Internal, "artifact " + hex + " is not stored after storing it");
+  }
+  // The claim commits or rolls back with the caller (docs/audit-chain.md).
+  spi_.run("INSERT INTO kvg.artifact_claims (sha256, claimed_by) VALUES ($1, $2::name)", {hex, values[7]});
 }
 
 Digest LoStore::put(ByteSource& src, const ArtifactMeta& meta, Provenance provenance) {
@@ -232,14 +216,14 @@ std::unique_ptr<ByteSource> LoStore::get_unverified(const Digest& id) {
 std::vector<Digest> LoStore::list() {
   OwnerRights owner;
   std::vector<Digest> ids;
-  for (const SqlRow& row : spi_.run("SELECT sha256 FROM kvg.artifacts ORDER BY sha256"))
+  for (const SqlRow& row : spi_.run_latest("SELECT sha256 FROM kvg.artifacts ORDER BY sha256"))
     ids.push_back(parse_digest(row.at(0).value(), "kvg.artifacts.sha256"));
   return ids;
 }
 
 std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   OwnerRights owner;
-  auto rows = spi_.run(
+  auto rows = spi_.run_latest(
       "SELECT loid, bytes, n_tokens, model_fingerprint, recipe, parent_sha256, tokens_sha256, provenance "
       "FROM kvg.artifacts WHERE sha256 = $1",
       {to_hex(id)});
@@ -272,7 +256,7 @@ bool LoStore::chain_trusted(const Digest& leaf) {
   OwnerRights owner;
   // UNION (not ALL) stops a cycle, which a parent foreign key cannot form
   // anyway: a link's identity covers its parent's.
-  const auto rows = spi_.run(
+  const auto rows = spi_.run_latest(
       "WITH RECURSIVE chain AS (SELECT sha256, parent_sha256, provenance FROM kvg.artifacts WHERE sha256 = $1 "
       "UNION SELECT a.sha256, a.parent_sha256, a.provenance FROM kvg.artifacts a "
       "JOIN chain c ON a.sha256 = c.parent_sha256) "
@@ -283,7 +267,7 @@ bool LoStore::chain_trusted(const Digest& leaf) {
 
 uint64_t LoStore::imported_bytes(const std::string& role) {
   OwnerRights owner;
-  const auto rows = spi_.run(
+  const auto rows = spi_.run_latest(
       "SELECT coalesce(sum(bytes), 0) FROM kvg.artifacts WHERE created_by = $1::name "
       "AND provenance IN ('verified', 'unverified')",
       {role});
@@ -303,12 +287,12 @@ std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std:
   OwnerRights owner;
   // Two statements rather than IS NOT DISTINCT FROM, which no index serves.
   const std::vector<SqlRow> rows =
-      parent ? spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
+      parent ? spi_.run_latest("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 = $1 AND tokens_sha256 = ANY ($2::text[]) "
                         "AND model_fingerprint = $3 AND recipe = $4 "
                         "AND provenance IN ('computed', 'verified') ORDER BY sha256",
                         {to_hex(*parent), hashes, fingerprint, recipe})
-             : spi_.run("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
+             : spi_.run_latest("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 IS NULL AND tokens_sha256 = ANY ($1::text[]) "
                         "AND model_fingerprint = $2 AND recipe = $3 "
                         "AND provenance IN ('computed', 'verified') ORDER BY sha256",

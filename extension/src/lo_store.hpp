@@ -1,7 +1,19 @@
 // The artifact store inside the database: each artifact is one large object,
-// indexed by its SHA-256 in kvg.artifacts. Large objects are transactional,
-// so the catalog row and the object appear together at commit or not at all;
-// content is stored once (a second put of the same bytes drops its new object).
+// indexed by its SHA-256 in kvg.artifacts. Content is stored once.
+//
+// Artifacts are immutable and content-addressed, so they are not stored in
+// the caller's transaction, where a second session storing the same bytes
+// would wait for the first to commit or roll back: the database's audit
+// writer (audit_writer.hpp) creates the object and inserts the row in a
+// transaction of its own, with kvg.artifact_store, and commits before the
+// store returns. The caller then holds the row with FOR KEY SHARE (so no
+// kvg_vacuum or kvg_artifact_delete removes it while the caller's transaction
+// runs) and records a claim in kvg.artifact_claims, which commits or rolls
+// back with the caller: an artifact that nothing claims or references is what
+// kvg_vacuum collects (docs/audit-chain.md, "Artifacts"). Reads of the
+// catalog and of the objects use the latest committed state, not the
+// transaction's snapshot, so a REPEATABLE READ or SERIALIZABLE caller sees
+// what it has just stored; for immutable rows that is the same answer.
 //
 // Large objects are read and written in 4 MB chunks: every read starts an
 // index scan of pg_largeobject (2 KB pages), so small reads cost far more.
@@ -54,8 +66,8 @@ struct StoredArtifact {
 
 class LoStore final : public ArtifactStore {
  public:
-  // Streams bytes into a fresh large object while hashing them; commit()
-  // registers the result. Destroyed uncommitted, it drops the object.
+  // Collects an artifact's bytes while hashing them; commit() has the audit
+  // writer store them. Destroyed uncommitted, it stores nothing.
   class Writer final : public ByteSink {
    public:
     ~Writer() override;
@@ -63,25 +75,21 @@ class LoStore final : public ArtifactStore {
     Writer& operator=(const Writer&) = delete;
 
     void write(const uint8_t* data, size_t n) override;
-    // Inserts the catalog row, or drops this object if the content is already
-    // stored (also when another session stores it concurrently; a stored row
-    // that was not trusted becomes trusted when `provenance` is). A parent
-    // in `meta` must already be stored (NotFound otherwise).
+    // Has the bytes stored (kept once when already stored, also by another
+    // session that has not committed; a stored row that was not trusted
+    // becomes trusted when `provenance` is) and claims them for this
+    // transaction. A parent in `meta` must already be stored (NotFound
+    // otherwise).
     Digest commit(const ArtifactMeta& meta, Provenance provenance);
 
    private:
     friend class LoStore;
     explicit Writer(LoStore& store);
-    void flush();
 
     LoStore& store_;
-    uint32_t loid_ = 0;
-    int fd_ = -1;
     Sha256 sha_;
-    uint64_t bytes_ = 0;
-    std::vector<uint8_t> buffer_;
+    std::string content_;
     bool committed_ = false;
-    uint32_t lo_blocks_at_start_ = 0;  // pg_largeobject's size when this artifact began (disk_headroom.hpp)
   };
 
   // Runs its catalog statements on the caller's SPI connection.
@@ -116,6 +124,11 @@ class LoStore final : public ArtifactStore {
                                 const Digest& model_fingerprint, const std::string& recipe);
 
  private:
+  // The audit writer stores `content` (whose SHA-256 is `id`); then this
+  // transaction locks the row and claims it.
+  void store_and_claim(const Digest& id, const std::string& content, const ArtifactMeta& meta,
+                       Provenance provenance);
+
   Spi& spi_;
 };
 

@@ -28,7 +28,8 @@ class Spi {
   // run(), but under the latest committed state rather than the transaction's
   // snapshot, as PostgreSQL's foreign-key checks do: a REPEATABLE READ
   // transaction then reads and updates a row that others changed since it
-  // began. Only for rows the caller has locked against concurrent change.
+  // began. Only for rows the caller has locked against concurrent change,
+  // or that never change (kvg.artifacts: lo_store.hpp).
   std::vector<SqlRow> run_latest(const char* sql, std::initializer_list<SqlValue> params = {});
 };
 

@@ -126,7 +126,10 @@ check $? "the headroom is kept: $free MB free (at least 14 of the 16 MB)"
 check $? "nothing half-written: artifacts verify, no orphans, the audit chain verifies"
 q "SELECT public.kvg_generate('Once upon a time', 8)" >/dev/null
 check $? "an answer that stores no artifact still works (its audit row fits in the headroom)"
-err=$(psql -X -q -v VERBOSITY=verbose -c "SELECT public.kvg_capture('One more story, please.')" 2>&1 | grep -m1 '^ERROR:')
+# The same size as the ones that filled it: it would not fit above the headroom.
+err=$(psql -X -q -v VERBOSITY=verbose \
+  -c "SELECT public.kvg_capture('One more story. ' || repeat('Once upon a time there was a girl. ', 40))" 2>&1 |
+  grep -m1 '^ERROR:')
 [[ "$err" == "ERROR:  53100: kvg refuses"* ]]
 check $? "a further capture is refused too"
 los=$(q "SELECT count(*) FROM pg_largeobject_metadata")

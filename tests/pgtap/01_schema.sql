@@ -45,7 +45,9 @@ SELECT columns_are('kvg', 'knowledge', ARRAY['id', 'question', 'question_key', '
                                               'evidence', 'verified_at', 'verified_by', 'artifact_sha256',
                                               'solve_tokens', 'lexemes', 'verifier_pin']);
 SELECT col_is_unique('kvg', 'knowledge', 'question_key', 'one entry per normalized question');
-SELECT fk_ok('kvg', 'knowledge', 'artifact_sha256', 'kvg', 'artifacts', 'sha256', 'an entry''s artifact is stored');
+-- Constraint triggers rather than a foreign key (docs/audit-chain.md, "Artifacts").
+SELECT trigger_is('kvg', 'knowledge', 'knowledge_artifact_stored', 'kvg', 'knowledge_artifact_check',
+                  'an entry''s artifact is stored');
 SELECT has_trigger('kvg', 'knowledge', 'knowledge_immutable', 'entries are not edited');
 SELECT has_view('kvg', 'stats', 'the accounting view exists');
 SELECT is(kvg.normalize_question(E'  What COLOUR\twas   Lily''s ball?!  '), 'what colour was lily''s ball',

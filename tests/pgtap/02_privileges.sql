@@ -11,11 +11,11 @@ SELECT ok(NOT bool_or(has_function_privilege('public', p.oid, 'EXECUTE')),
 FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
-SELECT is(array_agg(p.proname::text ORDER BY p.proname),
+SELECT is(array_agg(DISTINCT p.proname::text ORDER BY p.proname::text),
           ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_audit_writers', 'kvg_capture',
                 'kvg_chat', 'kvg_chat_prompt', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                 'kvg_graft_check', 'kvg_import', 'kvg_learn',
-                'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_vacuum'],
+                'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_tokenize', 'kvg_vacuum'],
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
 SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
@@ -24,7 +24,9 @@ FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)'
                   'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
                   'public.kvg_answer_detail(text, integer)',
                   'public.kvg_generate_bytes(text, integer, text, bigint, double precision)',
-                  'public.kvg_generate_positional(text[], text, integer)']) AS f;
+                  'public.kvg_generate_positional(text[], text, integer)', 'public.kvg_tokenize(text, text)',
+                  'public.kvg_generate(integer[], integer, text, bigint, double precision)',
+                  'public.kvg_capture(integer[], text)', 'public.kvg_graft_check(text, integer[], integer)']) AS f;
 SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_orphans()', 'EXECUTE')
           AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE')
           AND NOT has_function_privilege('kvg_user', 'public.kvg_artifact_delete(text, boolean)', 'EXECUTE'),

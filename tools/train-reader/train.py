@@ -217,10 +217,13 @@ class Data:
             if p is not q:
                 return p
 
-    def batch(self, layout, size):
+    def batch(self, layout, size, layouts=None):
+        """`size` rows of one layout; with `layouts`, each row's drawn from them."""
         rows = []
         for _ in range(size):
             q = self.rng.choice(self.items)
+            if layouts:
+                layout = self.rng.choice(layouts)
             if layout == "contrast":  # recurring and transfer side by side: the first token must tell them apart
                 if self.rng.random() < 0.5:
                     rows.append(recurring(q))
@@ -324,6 +327,10 @@ def main():
     ap.add_argument("--mix", default="2,4,4,0",
                     help="cold,recurring,transfer,contrast batches in every ten (contrast: recurring and transfer "
                          "examples in one batch, the transfer ones cut after as many tokens as a short answer)")
+    ap.add_argument("--mixed-batches", action="store_true",
+                    help="draw every row's layout from --mix, so that each batch holds recurring and transfer "
+                         "examples side by side (the first answer token's gradient then rewards telling them apart "
+                         "rather than the layout of the last batch)")
     ap.add_argument("--check-export", action="store_true",
                     help="after each export, compare kvg logits on the written file with torch's")
     ap.add_argument("--first-token-weight", type=float, default=10.0)
@@ -369,8 +376,9 @@ def main():
                         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warm) / (args.steps - warm))))
         for g in opt.param_groups:
             g["lr"] = lr
-        layout = rng.choice(layouts)
-        ids, tgt, w = tensors(data.batch(layout, args.batch), args.first_token_weight, args.prompt_weight)
+        layout = "mixed" if args.mixed_batches else rng.choice(layouts)
+        rows = data.batch(layout, args.batch, layouts if args.mixed_batches else None)
+        ids, tgt, w = tensors(rows, args.first_token_weight, args.prompt_weight)
         logits = model(ids)
         loss = (F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="none")
                 * w.reshape(-1)).sum() / w.sum()
