@@ -851,9 +851,11 @@ COMMENT ON FUNCTION kvg.verify(text, text, text, text) IS
 -- checks). Each object has a canonical definition, printed under the fixed
 -- settings below (SET on the function), so that no session's settings
 -- change it. `allowed` is false for a function whose code cannot be
--- followed: one that is neither atomic SQL nor built-in (owned by the
--- bootstrap superuser and in pg_catalog, or internal/C), and the built-ins
--- that run SQL text they are given (query_to_xml and kin, ts_stat).
+-- followed: one that is neither atomic SQL nor built in (in pg_catalog and
+-- owned by the bootstrap superuser: an extension's C functions, dblink's
+-- included, are not), and where the built-ins that run SQL text they are
+-- given (query_to_xml and kin, ts_stat, ts_rewrite) or read a relation
+-- chosen at run time (table_, schema_, database_to_xml and kin) are called.
 -- A table's rows are data, not definition: they are not pinned.
 CREATE FUNCTION kvg.verifier_reach(fn regprocedure, OUT object text, OUT definition text, OUT allowed boolean)
 RETURNS SETOF record
@@ -937,9 +939,7 @@ AS $$
             SELECT FROM pg_proc p
             WHERE p.oid = r.objid
               AND ((p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql') AND p.prosqlbody IS NOT NULL)
-                   OR (p.proowner = 10 AND (p.pronamespace = 'pg_catalog'::regnamespace
-                                            OR p.prolang IN (SELECT oid FROM pg_language
-                                                             WHERE lanname IN ('internal', 'c')))))))
+                   OR (p.proowner = 10 AND p.pronamespace = 'pg_catalog'::regnamespace))))
          AND coalesce(CASE r.classid
                WHEN 'pg_proc'::regclass THEN (SELECT p.prosqlbody::text FROM pg_proc p WHERE p.oid = r.objid)
                WHEN 'pg_rewrite'::regclass THEN (
@@ -954,7 +954,10 @@ AS $$
            SELECT ':funcid (' || string_agg(p.oid::text, '|') || ')[^0-9]'
            FROM pg_proc p
            WHERE p.pronamespace = 'pg_catalog'::regnamespace
-             AND p.proname IN ('query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'ts_stat'))
+             AND p.proname IN ('query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'ts_stat',
+                               'ts_rewrite', 'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema',
+                               'schema_to_xml', 'schema_to_xmlschema', 'schema_to_xml_and_xmlschema',
+                               'database_to_xml', 'database_to_xmlschema', 'database_to_xml_and_xmlschema'))
   FROM reach r
 $$;
 COMMENT ON FUNCTION kvg.verifier_reach(regprocedure) IS

@@ -18,7 +18,7 @@
 -- are created through dblink (which commits) and dropped at the end; the
 -- entries and everything else are rolled back with this transaction.
 BEGIN;
-SELECT plan(34);
+SELECT plan(36);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -272,6 +272,17 @@ CREATE FUNCTION tap_iso_admin.runs_text(q text, a text) RETURNS boolean LANGUAGE
 SELECT throws_like($$SELECT kvg_learn('Does the tap text run?', 'tap_iso_admin.runs_text', 'It runs.', 'runs')$$,
                    '%reaches code%tap_iso_admin.runs_text(text,text)%',
                    'dynamic SQL through a built-in (query_to_xml) is refused, naming the function that runs it');
+
+CREATE FUNCTION tap_iso_admin.reads_any(q text, a text) RETURNS boolean LANGUAGE sql
+  RETURN table_to_xml(a::regclass, false, false, '') IS NOT NULL;
+SELECT throws_like($$SELECT kvg_learn('Does the tap table read?', 'tap_iso_admin.reads_any', 'It reads.', 'reads')$$,
+                   '%reaches code%tap_iso_admin.reads_any(text,text)%',
+                   'so is one that reads a relation chosen at run time (table_to_xml)');
+CREATE FUNCTION tap_iso_admin.calls_c(q text, a text) RETURNS boolean LANGUAGE sql
+  RETURN dblink_is_busy(a) = 0;
+SELECT throws_like($$SELECT kvg_learn('Does the tap C call?', 'tap_iso_admin.calls_c', 'It calls.', 'calls')$$,
+                   '%reaches code%dblink_is_busy(text)%',
+                   'and one that calls an extension''s C function (dblink''s), naming it');
 
 -- 1 (end). A dropped verifier fails closed.
 SELECT pg_temp.committed('DROP FUNCTION tap_iso_m.accept(text, text)') \g /dev/null
