@@ -82,8 +82,9 @@ check "evaluation sets mix seen and unseen families; training sets hold seen one
   python3 -c 'import json,sys; q=lambda f: {json.loads(l)[\"question\"] for l in open(f)}; sys.exit(1 if q(sys.argv[1]) & q(sys.argv[2]) else 0)' '$tmp/ev' '$tmp/tr'"
 
 # The reader model on 60 questions of a seed it never saw (the full figures,
-# 500 questions on two seeds, are in docs/flywheel.md; the model does not
-# reach the issue's targets, and this checks what holds, not the targets).
+# 500 questions on two seeds, are in docs/flywheel.md). These hold for the
+# vendored model and failed for the one before it; the issue's targets are
+# checked on 500 questions there, not here.
 reader_eval() {
   "$kvg" eval --model "$reader" --generator digit-rule --seed 99 --count 60 --template "$layout" --check 4 --json \
     >"$tmp/reader.json"
@@ -94,6 +95,10 @@ check "its figures: recurring grafts all but one prompt token, cold decodes the 
   d['graft_check']['exact'] == d['graft_check']['checked'] == 4
   and d['recurring']['prefill_tokens_mean'] == 1 and d['recurring']['grafted_tokens_mean'] == 85
   and d['cold']['decode_tokens_mean'] == 76 and d['cold']['by_kind']['unseen']['accuracy'] == 0"
+check "it reads: every recurring answer right in a few tokens; a related entry's solution solves unseen rules" \
+  json "$tmp/reader.json" "
+  d['recurring']['accuracy'] == 1 and d['recurring']['decode_tokens_mean'] < 10
+  and d['transfer']['by_kind']['unseen']['accuracy'] >= d['cold']['by_kind']['unseen']['accuracy'] + 0.5"
 
 echo "eval_test: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -309,7 +309,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvg", default="build/cli/kvg", help="the kvg command (its generator makes the data)")
     ap.add_argument("--out", required=True, help="the GGUF file to write")
-    ap.add_argument("--steps", type=int, default=700)
+    ap.add_argument("--steps", type=int, default=700, help="the length of the learning-rate schedule")
+    ap.add_argument("--stop-at", type=int, help="stop after this step (the schedule stays --steps long)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1)
@@ -371,7 +372,8 @@ def main():
     mix = [int(x) for x in args.mix.split(",")]
     layouts = ["cold"] * mix[0] + ["recurring"] * mix[1] + ["transfer"] * mix[2] + ["contrast"] * mix[3]
     start = time.time()
-    for step in range(1, args.steps + 1):
+    last = min(args.steps, args.stop_at or args.steps)
+    for step in range(1, last + 1):
         lr = args.lr * (step / warm if step <= warm else
                         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warm) / (args.steps - warm))))
         for g in opt.param_groups:
@@ -390,13 +392,13 @@ def main():
             el = time.time() - start
             print(f"step {step} {layout:9s} loss {loss.item():.4f} lr {lr:.5f} {el:.0f} s "
                   f"({el / step:.2f} s/step)", flush=True)
-        if step % args.monitor_every == 0 or step == args.steps:
+        if step % args.monitor_every == 0 or step == last:
             print(f"step {step} monitor {monitor(model, watch)}", flush=True)
             export_gguf(model, args.out)
             torch.save(model.state_dict(), args.out + ".pt")
             if args.check_export:
                 check_export(model, args.kvg, args.out, watch[0])
-    print(f"training time: {time.time() - start:.0f} s for {args.steps} steps; wrote {args.out}", flush=True)
+    print(f"training time: {time.time() - start:.0f} s for {last} steps; wrote {args.out}", flush=True)
 
 
 if __name__ == "__main__":
