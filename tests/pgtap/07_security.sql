@@ -3,7 +3,7 @@
 --     refused on import, and stored unverified it is never grafted into
 --     another user's call: output with prefix reuse on = output with it off;
 --  2. a function verifier needs kvg_author (the rest of what verifiers
---     promise: 22_verifier_isolation.sql);
+--     promise: 23_verifier_isolation.sql);
 --  3. work is bounded before it starts (prompt bytes, threads, temperature,
 --     import size, import quota);
 --  4. a kvg_user sees its own audit rows, kvg_auditor all of them.
@@ -148,7 +148,7 @@ SELECT throws_ok($$SELECT kvg_learn('What did the bad dog do?', 'tap_m.accept', 
                  '42501', NULL, 'a function verifier needs kvg_author');
 RESET ROLE;
 -- What a function verifier is pinned to, how it runs and who it runs as:
--- 22_verifier_isolation.sql (its functions must be committed: it runs in a
+-- 23_verifier_isolation.sql (its functions must be committed: it runs in a
 -- session of its own).
 
 -- 3. Bounded work -------------------------------------------------------------------
