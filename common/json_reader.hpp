@@ -35,10 +35,13 @@ inline nlohmann::json read_json(std::string_view text, const std::string& what) 
   };
   try {
     return nlohmann::json::parse(text.begin(), text.end(), refuse_duplicates);
-  } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 3: ..." without its prefix.
+  } catch (const nlohmann::json::exception& e) {
+    // Every error of the parser (a syntax error, and also a number too large
+    // for a double: out_of_range.406), as "[json.exception.<kind>.<id>] ..."
+    // without that prefix.
     std::string message = e.what();
-    if (const size_t at = message.find("parse error"); at != std::string::npos) message = message.substr(at);
+    if (const size_t at = message.find("] "); message.rfind("[json.exception.", 0) == 0 && at != std::string::npos)
+      message = message.substr(at + 2);
     throw Error(ErrorCode::InvalidArgument, what + ": " + message);
   }
 }

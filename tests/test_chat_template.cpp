@@ -243,7 +243,8 @@ TEST(ChatMessagesJson, RefusesAnythingElseByName) {
                           R"([{"role":"user","content":"x","name":"n"}])", R"([{"role":"user","content":"x"}] x)",
                           R"([{"role":"user","content":"x","role":"user"}])", R"([{"role":"user","content":"\ud800"}])",
                           R"([{"role":"user","content":"a)", "[{\"role\":\"user\",\"content\":\"\x01\"}]",
-                          R"([{"role":"user","content":"x"},])"}) {
+                          R"([{"role":"user","content":"x"},])", "[1e999]",
+                          R"([{"role":"user","content":"x","n":1e999}])"}) {
     const Error e = thrown([&] { parse_chat_messages(bad); });
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << bad;
     EXPECT_NE(std::string(e.what()).find("chat messages JSON"), std::string::npos) << e.what();

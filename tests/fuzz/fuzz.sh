@@ -43,7 +43,10 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 build_harness() {  # name -> 0 when BUILD_DIR/fuzz/fuzz_<name> is up to date
   local name=$1 bin=$out/fuzz_$1
-  if [ ! -x "$bin" ] || [ -n "$(cd "$repo" && find tests/fuzz/fuzz_$name.cpp ${sources[$name]} -newer "$bin")" ]; then
+  # Headers count too: a harness is stale when anything it may include changed.
+  if [ ! -x "$bin" ] ||
+     [ -n "$(cd "$repo" && find tests/fuzz/fuzz_$name.cpp ${sources[$name]} common engine storage -name '*.[ch]pp' \
+              -newer "$bin")" ]; then
     (cd "$repo" && "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$name.cpp" ${sources[$name]} -lcrypto -lpcre2-8 -lpthread -o "$bin")
   fi
 }
