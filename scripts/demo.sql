@@ -110,7 +110,7 @@ ORDER BY q.n;
 SELECT * FROM kvg.stats;
 
 \echo
-\echo == Audit: one hash-chained row per engine call, written in the same transaction, linked into the chain at commit
+\echo == Audit: one hash-chained row per engine call, committed by the audit writer (a background worker) before the call returns
 SELECT seq, operation, left(input_sha256, 12) || '…' AS input, left(coalesce(artifact_sha256, '-'), 12) AS artifact,
        left(output_sha256, 12) || '…' AS output, tokens_in, tokens_out, kv_proven
 FROM kvg.audit ORDER BY seq;
