@@ -29,6 +29,7 @@
 #include "engine/generate.hpp"
 #include "engine/knowledge_prompt.hpp"
 #include "engine/prompt.hpp"
+#include "storage/artifact_header.hpp"
 #include "storage/sha256.hpp"
 
 namespace kvg::cli {
@@ -67,11 +68,9 @@ std::optional<std::string> optional_field(const Row& row, const char* name) {
 
 std::string hex_sha256(std::string_view bytes) { return to_hex(sha256(bytes)); }
 
+// prompt_tokens_sha256: the ids as u32 little-endian, as artifacts hash theirs.
 std::string tokens_sha256(const std::vector<int32_t>& tokens) {
-  std::string bytes;
-  for (const int32_t t : tokens)
-    for (int shift = 0; shift < 32; shift += 8) bytes += char(uint8_t(uint32_t(t) >> shift));
-  return hex_sha256(bytes);
+  return to_hex(hash_token_ids(std::vector<uint32_t>(tokens.begin(), tokens.end())));
 }
 
 void require_hash(const std::string& given, const std::string& expected, const char* what, const char* column) {

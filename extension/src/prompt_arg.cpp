@@ -4,8 +4,8 @@
 #include "engine/prompt.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
+#include "extension/src/prefix_reuse.hpp"
 #include "extension/src/sql_values.hpp"
-#include "storage/artifact_header.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -76,9 +76,7 @@ std::vector<int32_t> PromptArg::after(const Model& model, const std::vector<int3
 }
 
 std::string PromptArg::sha256() const {
-  if (text_) return text_sha256(*text_);
-  const std::vector<uint32_t> ids(ids_.begin(), ids_.end());
-  return to_hex(hash_token_ids(ids));
+  return text_ ? text_sha256(*text_) : tokens_sha256(ids_);
 }
 
 }  // namespace kvg::pg
