@@ -10,16 +10,6 @@
 
 namespace kvg {
 
-namespace {
-
-// The identity is all capture() must produce here; the bytes are dropped.
-class DiscardSink final : public ByteSink {
- public:
-  void write(const uint8_t*, size_t) override {}
-};
-
-}  // namespace
-
 Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
                               const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check) {
   if (header.model_fingerprint != model->fingerprint())
@@ -52,7 +42,7 @@ Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOp
   const auto began = std::chrono::steady_clock::now();
   Session session(std::move(model), under_its_recipe);
   session.prefill(tokens, 128, LogitsFor::None, nullptr, check);
-  DiscardSink sink;
+  DiscardSink sink;  // the identity is all capture() must produce here
   Recomputed r;
   r.identity = capture(session, header.position_start, int64_t(tokens.size()), header.parent, sink);
   r.tokens = int64_t(tokens.size());

@@ -51,6 +51,13 @@ class MemorySink final : public ByteSink {
   std::vector<uint8_t> bytes_;
 };
 
+// Keeps nothing: for an artifact's identity without its bytes (capture()
+// returns the digest of what it wrote).
+class DiscardSink final : public ByteSink {
+ public:
+  void write(const uint8_t*, size_t) override {}
+};
+
 // Reads a file from the start. Errors are Io (NotFound when it does not exist)
 // and name the path.
 class FileSource final : public ByteSource {

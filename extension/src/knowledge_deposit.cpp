@@ -30,32 +30,45 @@ int64_t existing_id(const KnowledgeEntry& stored, const Deposit& entry) {
                  "kvg.knowledge and learn again.");
 }
 
-struct Captured {
-  Digest leaf{};
-  int64_t tokens = 0, grafted = 0, graft_us = 0, prefill_us = 0;
-};
+// The entry's prompt, computed in a session of its own (grafting whatever
+// stored chain already begins it): its artifact's identity is known before
+// anything is stored, and its links are stored only for a new entry.
+class EntryPrompt {
+ public:
+  EntryPrompt(EngineCall& call, const Deposit& entry)
+      : tmpl_(knowledge_template_for(*call.model, settings::knowledge_template())),
+        prompt_(tokenize_segments(*call.model, knowledge_segments(tmpl_, {entry.solution}, entry.question),
+                                  kCheckInterrupts, tmpl_.markers)),
+        session_(call.model, call.options) {
+    grafted_ = graft_stored_prefix(call, session_, prompt_.tokens);
+    const auto began = std::chrono::steady_clock::now();
+    session_.prefill(std::span<const int32_t>(prompt_.tokens).subspan(size_t(session_.n_past())), kPrefillChunk,
+                     LogitsFor::None, nullptr, kCheckInterrupts);
+    prefill_us_ = micros_since(began);
+    leaf_ = *segment_links_leaf(session_, grafted_, prompt_.ends);
+  }
 
-// The artifact chain of the entry's prompt, computing only what no stored
-// chain already holds.
-Captured capture_prompt(EngineCall& call, const Deposit& entry) {
-  const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
-  const SegmentedPrompt prompt =
-      tokenize_segments(*call.model, knowledge_segments(tmpl, {entry.solution}, entry.question), kCheckInterrupts,
-                        tmpl.markers);
-  Session session(call.model, call.options);
-  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
-  const auto began = std::chrono::steady_clock::now();
-  session.prefill(std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), kPrefillChunk,
-                  LogitsFor::None, nullptr, kCheckInterrupts);
-  const int64_t prefill_us = micros_since(began);
-  Captured c;
-  c.leaf = *store_segment_links(call, session, grafted, prompt.ends);
-  c.tokens = int64_t(prompt.tokens.size());
-  c.grafted = grafted.tokens;
-  c.graft_us = grafted.micros;
-  c.prefill_us = prefill_us;
-  return c;
-}
+  const Digest& leaf() const { return leaf_; }
+  void store(EngineCall& call) const {
+    if (*store_segment_links(call, session_, grafted_, prompt_.ends) != leaf_)
+      throw Error(ErrorCode::Internal, "the entry's stored chain is not the one it was inserted with");
+  }
+  // Its share of a learn's audit row.
+  void describe(AuditRecord& audit) const {
+    audit.tokens_in = int32_t(prompt_.tokens.size());
+    audit.tokens_grafted = int32_t(grafted_.tokens);
+    audit.graft_us = grafted_.micros;
+    audit.prefill_us = prefill_us_;
+  }
+
+ private:
+  KnowledgeTemplate tmpl_;
+  SegmentedPrompt prompt_;
+  Session session_;
+  Grafted grafted_;
+  int64_t prefill_us_ = 0;
+  Digest leaf_{};
+};
 
 // Entries are bounded when they are deposited (kvg.max_solution_tokens), so
 // that nobody's entries crowd everybody's questions out of the context.
@@ -81,21 +94,33 @@ void require_depositor(Spi& spi) {
 
 namespace {
 
-// Checks the entry, then inserts it with the artifact of its prompt. Inserts
-// before looking: under SERIALIZABLE, looking up an absent key locks the
-// index page that concurrent learners insert into (SSI's predicate locks on
-// a B-tree are per page), so two learners of different questions would fail
+// Checks the entry, computes its prompt, inserts the row and only then
+// stores the prompt's links (a taken key stores nothing; the row's link to
+// its artifact is checked at commit: kvg.knowledge_artifact_check). Inserts
+// before it looks: under SERIALIZABLE, looking up an absent key locks the
+// index page that concurrent learners insert into (SSI's predicate locks on a
+// B-tree are per page), so two learners of different questions would fail
 // each other at commit. An insert reads nothing; only learners of the same
-// question meet, in ON CONFLICT. What that costs: a repeat or a conflicting
-// entry captures its prompt first, grafted from its stored chain when there
-// is one, and a conflict leaves the links for kvg_vacuum (docs/flywheel.md).
+// question meet, in ON CONFLICT. The price: a repeat computes its prompt
+// again, grafted from its stored chain (docs/flywheel.md).
 struct Inserted {
   std::optional<int64_t> id;  // nullopt: the key is taken
   std::string key;
-  Captured captured;
 };
 
-Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry, const EntryPrompt& prompt) {
+  Inserted in;
+  in.key = library.question_key(entry.question);
+  // ON CONFLICT waits for a concurrent learn of the same question to commit.
+  in.id = library.insert(NewEntry{entry.question, in.key, entry.solution, entry.answer, entry.verifier.spec,
+                                  evidence(entry.verifier, entry.answer), entry.verifier.pin, prompt.leaf(),
+                                  entry.solve_tokens});
+  if (in.id) prompt.store(call);
+  return in;
+}
+
+// What a deposit checks before any work.
+void check_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
   require_depositor(call.spi);
   require_text(entry.question, "question");
   require_text(entry.solution, "solution");
@@ -103,8 +128,7 @@ Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit
   check_solution_tokens(*call.model, entry.solution);
   if (entry.solve_tokens && *entry.solve_tokens < 0)
     throw Error(ErrorCode::InvalidArgument, "solve_tokens must be at least 0");
-  Inserted in;
-  in.key = library.question_key(entry.question);
+  (void)library.question_key(entry.question);  // refuses a question that normalizes to nothing
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
@@ -117,25 +141,16 @@ Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit
                         : verdict.refusal                                 ? " (" + *verdict.refusal + ")"
                                                                           : ": the answer is not accepted"),
                    "Only verified entries are learned; nothing was stored.");
-  in.captured = capture_prompt(call, entry);
-  // ON CONFLICT waits for a concurrent learn of the same question to commit.
-  in.id = library.insert(NewEntry{entry.question, in.key, entry.solution, entry.answer, entry.verifier.spec,
-                                  evidence(entry.verifier, entry.answer), entry.verifier.pin, in.captured.leaf,
-                                  entry.solve_tokens});
-  return in;
 }
 
-void audit_learn(EngineCall& call, const Deposit& entry, const Captured& c, int64_t id,
+void audit_learn(EngineCall& call, const Deposit& entry, const EntryPrompt& prompt, int64_t id,
                  const std::string& artifact) {
   AuditRecord audit = call.audit("learn");
   audit.input_sha256 = text_sha256(entry.question);
   audit.verified = true;
   audit.kv_proven = true;  // its prompt is grafted from trusted links or computed
   audit.artifact_sha256 = artifact;
-  audit.tokens_in = int32_t(c.tokens);
-  audit.tokens_grafted = int32_t(c.grafted);
-  audit.graft_us = c.graft_us;
-  audit.prefill_us = c.prefill_us;
+  prompt.describe(audit);
   audit.knowledge_id = id;
   audit_append(call.spi, audit);
 }
@@ -143,22 +158,26 @@ void audit_learn(EngineCall& call, const Deposit& entry, const Captured& c, int6
 }  // namespace
 
 int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
-  const Inserted in = insert_entry(call, library, entry);
+  check_entry(call, library, entry);
+  const EntryPrompt prompt(call, entry);
+  const Inserted in = insert_entry(call, library, entry, prompt);
   if (in.id) {
-    audit_learn(call, entry, in.captured, *in.id, to_hex(in.captured.leaf));
+    audit_learn(call, entry, prompt, *in.id, to_hex(prompt.leaf()));
     return *in.id;
   }
   // The key was taken before this transaction's snapshot (one taken after it
   // is a serialization failure in ON CONFLICT, under REPEATABLE READ and up).
   const KnowledgeEntry stored = library.find(in.key).value();
   const int64_t id = existing_id(stored, entry);
-  audit_learn(call, entry, in.captured, id, stored.artifact_sha256);
+  audit_learn(call, entry, prompt, id, stored.artifact_sha256);
   return id;
 }
 
 std::optional<int64_t> deposit_new(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
-  const Inserted in = insert_entry(call, library, entry);
-  if (in.id) audit_learn(call, entry, in.captured, *in.id, to_hex(in.captured.leaf));
+  check_entry(call, library, entry);
+  const EntryPrompt prompt(call, entry);
+  const Inserted in = insert_entry(call, library, entry, prompt);
+  if (in.id) audit_learn(call, entry, prompt, *in.id, to_hex(prompt.leaf()));
   return in.id;
 }
 

@@ -30,21 +30,42 @@ int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens) {
   return grafted.tokens < prompt_tokens ? grafted.tokens : prompt_tokens - 1;
 }
 
-std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
-                                          std::span<const int64_t> ends) {
+namespace {
+
+// The links over `ends` continuing grafted.leaf, each made by
+// link(from, end, parent), which returns its identity; the last one's.
+template <class Link>
+std::optional<Digest> walk_links(const Grafted& grafted, std::span<const int64_t> ends, Link link) {
   std::optional<Digest> parent = grafted.leaf;
   int64_t from = grafted.tokens;
   for (const int64_t end : ends) {
     if (end <= from) continue;
+    parent = link(from, end, parent);
+    from = end;
+  }
+  return parent;
+}
+
+}  // namespace
+
+std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
+                                          std::span<const int64_t> ends) {
+  return walk_links(grafted, ends, [&](int64_t from, int64_t end, const std::optional<Digest>& parent) {
     auto sink = call.store.writer();
     const Digest written = capture(session, from, end, parent, sink);
     const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)),
                                       grafted.proven ? Provenance::Computed : Provenance::Derived);
     if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
-    parent = stored;
-    from = end;
-  }
-  return parent;
+    return stored;
+  });
+}
+
+std::optional<Digest> segment_links_leaf(const Session& session, const Grafted& grafted,
+                                         std::span<const int64_t> ends) {
+  return walk_links(grafted, ends, [&](int64_t from, int64_t end, const std::optional<Digest>& parent) {
+    DiscardSink nothing;
+    return capture(session, from, end, parent, nothing);
+  });
 }
 
 std::string tokens_sha256(std::span<const int32_t> tokens) {

@@ -62,4 +62,10 @@ std::string chain_text(const Digest& leaf, const ArtifactOpener& open);
 std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
                                           std::span<const int64_t> ends);
 
+// The last link store_segment_links() would store, computed without storing
+// anything (a deposit learns its entry's artifact before it knows whether
+// the entry is new: knowledge_deposit.cpp).
+std::optional<Digest> segment_links_leaf(const Session& session, const Grafted& grafted,
+                                         std::span<const int64_t> ends);
+
 }  // namespace kvg::pg
