@@ -41,8 +41,8 @@ std::string insert_statement;
 // kvg.artifact_store's parameters, in lo_store.cpp's store_and_claim order;
 // the content ($2) is bytea, the rest text.
 constexpr const char* kStoreArtifact =
-    "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9)";
-constexpr int kArtifactParams = 9;
+    "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9, $10::name, $11::bigint)";
+constexpr int kArtifactParams = 11;
 constexpr int kArtifactContent = 1;  // 0-based index of $2
 
 struct Claimed {
