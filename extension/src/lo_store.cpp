@@ -195,7 +195,7 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
     }
     values[1] = std::move(content_hex);
     spi_.run("SELECT kvg.artifact_store($1, pg_catalog.decode($2, 'hex'), $3::integer, $4, $5, $6, $7, $8::name, $9, "
-             "$10::name, $11::bigint)",
+             "$10::name, $11::bigint, by_writer => false)",
              values);
     if (spi_.run_latest(kLock, {hex}).empty())
       throw Error(ErrorCode::Internal, "artifact " + hex + " is not stored after storing it");

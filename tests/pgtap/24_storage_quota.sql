@@ -12,7 +12,7 @@
 -- a tag of this run, and what its second sessions commit is deleted at the
 -- end.
 BEGIN;
-SELECT plan(29);
+SELECT plan(35);
 \ir small_model.psql
 \ir sessions.psql
 
@@ -56,6 +56,12 @@ END $$;
 CREATE FUNCTION pg_temp.usage(who text) RETURNS bigint LANGUAGE sql AS $$
   SELECT coalesce((SELECT u.bytes FROM kvg.storage_usage u WHERE u.role = who), 0)
 $$;
+-- The running total the writer checks (kvg.storage_accounts, plus what it
+-- has not folded in yet): it must be what the charges add up to.
+CREATE FUNCTION pg_temp.counted(who text) RETURNS bigint LANGUAGE sql AS $$
+  SELECT coalesce((SELECT s.bytes FROM kvg.storage_accounts s WHERE s.role = who), 0)
+         + coalesce((SELECT sum(j.bytes) FROM kvg.storage_adjustments j WHERE j.role = who), 0)::bigint
+$$;
 
 -- 1. SET ROLE opens no new bucket: the session user pays -----------------------------------
 
@@ -93,6 +99,7 @@ SELECT is(pg_temp.usage(:'payer'),
 SELECT ok(strpos(message, format('of role %s (65536 bytes, %s used)', :'payer', pg_temp.usage(:'payer'))) > 0,
           'the refusal names the role, the quota and the usage: ' || message)
 FROM outcome WHERE batch = 'twelve' AND state = '53400' ORDER BY n DESC LIMIT 1;
+SELECT is(pg_temp.counted(:'payer'), pg_temp.usage(:'payer'), 'the total the writer checks is the charges'' sum');
 SELECT is((SELECT count(*) FROM kvg.storage_usage WHERE role = :'grp'), 0::bigint, 'the group role has no bucket');
 
 SET SESSION AUTHORIZATION :"payer";
@@ -152,6 +159,17 @@ SELECT pg_temp.usage(:'payer') AS payer_before, pg_temp.usage(:'librarian') AS l
 SELECT cmp_ok(kvg_artifact_delete(:'first'), '>', 0::bigint, 'kvg_artifact_delete deletes an artifact two roles stored');
 SELECT is(pg_temp.usage(:'payer'), (:payer_before - :first_size)::bigint, 'it is no longer charged to the one');
 SELECT is(pg_temp.usage(:'librarian'), (:librarian_before - :first_size)::bigint, 'nor to the other');
+-- Stored again in this transaction, which deleted it: the writer sees it
+-- stored, so the call stores it itself (docs/audit-chain.md, step 3).
+SET SESSION AUTHORIZATION :"payer";
+SELECT is(public.kvg_capture(text), :'first', 'the role stores the deleted bytes again') FROM prompt WHERE n = 0;
+RESET SESSION AUTHORIZATION;
+SELECT is(pg_temp.usage(:'payer'), :payer_before::bigint, 'and is charged them again');
+SELECT ok(EXISTS (SELECT FROM kvg.storage_adjustments WHERE role = :'payer' AND bytes = :first_size),
+          'by its own transaction, as an adjustment for the writer to fold in');
+SELECT is(pg_temp.counted(:'payer') || ' ' || pg_temp.counted(:'librarian'),
+          pg_temp.usage(:'payer') || ' ' || pg_temp.usage(:'librarian'),
+          'releases and a store outside the writer keep the total the charges'' sum');
 
 -- 5. A second role, its quota set with ALTER ROLE, in two sessions at once ----------------
 -- Its sessions commit; the role and what they stored are removed at the end.
@@ -206,6 +224,7 @@ SELECT u AS racer_usage FROM dblink('admin', format('SELECT bytes FROM kvg.stora
   AS t(u bigint) \gset
 SELECT cmp_ok(:racer_usage::bigint, '<=', 65536::bigint,
               'two sessions of one role at once stay within its quota (' || :racer_usage || ' bytes)');
+SELECT is(pg_temp.counted(:'racer'), pg_temp.usage(:'racer'), 'and its total is its charges'' sum');
 SELECT is(pg_temp.usage(:'racer'),
           (SELECT sum(a.bytes)::bigint FROM kvg.artifacts a
            WHERE a.sha256 IN (SELECT c.sha256 FROM kvg.artifact_claims c WHERE c.claimed_by = :'racer')),
