@@ -236,7 +236,7 @@ AS 'MODULE_PATHNAME', 'kvg_artifact_entry_check' LANGUAGE C;
 COMMENT ON FUNCTION kvg.artifact_entry_check() IS
   'Constraint trigger: an artifact that a library entry names is not deleted.';
 
--- One storage quota (docs/security.md, promise 9) ---------------------------------------------
+-- One storage quota (docs/security.md) -------------------------------------------------------
 -- Every artifact stored on a role's behalf (captures, imports, learns,
 -- solves, answers' chain links) is charged to the session user of the call
 -- that stored it: SET ROLE opens no new bucket. A role pays an artifact's

@@ -1,4 +1,4 @@
--- One storage quota (docs/security.md, promise 9). The attack it closes: a
+-- One storage quota (docs/security.md, of that name). The attack it closes: a
 -- role with a 64 kB import quota stored 32.6 MB through kvg_capture in 12
 -- calls; learns and answers' links were not charged; two concurrent imports
 -- both passed a check-then-insert; SET ROLE opened another bucket. Now
