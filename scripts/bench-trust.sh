@@ -6,7 +6,7 @@
 #      call stays open for HOLD seconds (count, latency p50/p99);
 #   3. importing a genuine artifact with verification (recomputation) vs
 #      without, and a forged one refused;
-#   4. the import quota refusing a role and kvg.storage_usage.
+#   4. the storage quota refusing a role's import, and kvg.storage_usage.
 #
 #   KVG_MODEL=/path/model.gguf scripts/bench-trust.sh      (default: the server's copy of the vendored
 #                                                           stories260K; a KVG_MODEL must be readable by the server)
@@ -81,10 +81,11 @@ echo "import without verification: $unverified ms; with recomputation: $verified
 echo "provenance now: $(q -c "SELECT provenance FROM kvg.artifacts WHERE sha256 = '$art'")"
 
 echo
-echo "== 4. import quota"
+echo "== 4. storage quota"
 q -c "CREATE ROLE bench_mallory IN ROLE kvg_user" 2>/dev/null || true
-q -c "SELECT role, artifacts, bytes, imported_bytes FROM kvg.storage_usage ORDER BY role"
+q -c "SELECT role, artifacts, bytes FROM kvg.storage_usage ORDER BY role"
 q -c "DELETE FROM kvg.artifacts WHERE sha256 = '$art'" >/dev/null
-q -c "SET kvg.import_quota = '64kB'" -c "SET ROLE bench_mallory" \
+# The session user pays (SET ROLE would charge this superuser session).
+q -c "SET kvg.storage_quota = '64kB'" -c "SET SESSION AUTHORIZATION bench_mallory" \
   -c "SELECT kvg_import(b, verify => false) FROM bench_bytes" 2>&1 | sed -n 's/^.*ERROR:  /refused: /p'
 psql -X -q -d postgres -c "DROP DATABASE $db" -c "DROP ROLE IF EXISTS bench_mallory"

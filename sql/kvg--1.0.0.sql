@@ -150,12 +150,16 @@ CREATE TRIGGER artifacts_unlink AFTER DELETE ON kvg.artifacts
 -- transaction of its own that commits before the storing call goes on: no
 -- call waits on another's open transaction that stored the same bytes. The
 -- large object is given to kvg's owner, as all artifacts' are; its parameters are built by kvg's C code from what the call
--- computed (the caller names neither the role nor the provenance). Returns
+-- computed (the caller names neither the role nor the provenance; payer and
+-- quota are the call's session user and its kvg.storage_quota, charged by
+-- kvg.storage_charge before anything is stored; by_writer is false only
+-- where a call stores in its own transaction). Returns
 -- 1 when it stored the bytes, 0 when they were stored already (then a
 -- trusted provenance upgrades an untrusted row, as a verified re-import
 -- proves it).
 CREATE FUNCTION kvg.artifact_store(id text, content bytea, tokens integer, fingerprint text, recipe_name text,
-                                   parent text, token_hash text, creator name, origin text) RETURNS bigint
+                                   parent text, token_hash text, creator name, origin text,
+                                   payer name, quota bigint, by_writer boolean) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 -- An owner's open transaction that deleted these bytes' row would make the
 -- writer wait on it: bounded, so that the writer goes on with other work.
@@ -167,11 +171,15 @@ BEGIN
   IF encode(sha256(content), 'hex') IS DISTINCT FROM id THEN
     RAISE EXCEPTION 'kvg.artifact_store: the bytes do not hash to %', id USING ERRCODE = 'data_corrupted';
   END IF;
-  IF parent IS NOT NULL AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = parent) THEN
+  -- COLLATE "default": called with name arguments, this function's text
+  -- parameters are "C", which the primary key's index does not serve.
+  IF parent IS NOT NULL AND NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = parent COLLATE "default") THEN
     RAISE EXCEPTION 'parent artifact % is not stored; store the parent before its continuation', parent
       USING ERRCODE = 'undefined_object';
   END IF;
-  IF NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = id) THEN
+  -- Before any large object is made: the session user pays (53400 past its quota).
+  PERFORM kvg.storage_charge(payer, id, length(content), quota, by_writer);
+  IF NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = id COLLATE "default") THEN
     object := lo_from_bytea(0, content);
     EXECUTE format('ALTER LARGE OBJECT %s OWNER TO %s', object,
                    (SELECT n.nspowner::regrole FROM pg_namespace n WHERE n.nspname = 'kvg'));
@@ -186,12 +194,12 @@ BEGIN
   END IF;
   IF origin IN ('computed', 'verified') THEN
     UPDATE kvg.artifacts a SET provenance = origin
-    WHERE a.sha256 = id AND a.provenance IN ('unverified', 'derived');
+    WHERE a.sha256 = id COLLATE "default" AND a.provenance IN ('unverified', 'derived');
   END IF;
   RETURN 0;
 END
 $$;
-COMMENT ON FUNCTION kvg.artifact_store(text, bytea, integer, text, text, text, text, name, text) IS
+COMMENT ON FUNCTION kvg.artifact_store(text, bytea, integer, text, text, text, text, name, text, name, bigint, boolean) IS
   'The audit writer''s way of storing an artifact, in a transaction of its own (docs/audit-chain.md).';
 
 -- Which transactions stored an artifact: each storing call inserts a row in
@@ -228,17 +236,130 @@ AS 'MODULE_PATHNAME', 'kvg_artifact_entry_check' LANGUAGE C;
 COMMENT ON FUNCTION kvg.artifact_entry_check() IS
   'Constraint trigger: an artifact that a library entry names is not deleted.';
 
--- What each role has stored, and how much of it was imported (the part
--- kvg.import_quota bounds).
+-- One storage quota (docs/security.md) -------------------------------------------------------
+-- Every artifact stored on a role's behalf (captures, imports, learns,
+-- solves, answers' chain links) is charged to the session user of the call
+-- that stored it: SET ROLE opens no new bucket. A role pays an artifact's
+-- bytes once, the first time one of its calls stores it, whoever stored the
+-- same bytes before: stored once, the content belongs to every role that
+-- stored it, and each pays for it, so that no role's usage depends on what
+-- others stored. The charge lasts while the artifact is stored: deleting it
+-- (kvg_vacuum, kvg_artifact_delete, DELETE) releases its charges.
+CREATE TABLE kvg.storage_charges (
+  role       name NOT NULL,
+  sha256     text NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+  bytes      bigint NOT NULL CHECK (bytes >= 0),
+  charged_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (role, sha256)
+);
+CREATE INDEX ON kvg.storage_charges (sha256);
+COMMENT ON TABLE kvg.storage_charges IS
+  'One row per role and artifact it stored: what kvg.storage_quota bounds (kvg.storage_usage sums it).';
+
+-- Each role's charges summed, so that a store costs the same however many
+-- artifacts the role has: `bytes` is written by the audit writer alone (so
+-- it never waits on a caller's transaction for the row), and what other
+-- transactions change (a deleted artifact releases its charges; a call that
+-- stores in its own transaction, docs/audit-chain.md step 3) they append to
+-- kvg.storage_adjustments, which the writer folds in. A role's usage is its
+-- account's bytes plus its adjustments: the sum of its charges.
+CREATE TABLE kvg.storage_accounts (
+  role  name PRIMARY KEY,
+  bytes bigint NOT NULL
+);
+COMMENT ON TABLE kvg.storage_accounts IS
+  'Each role''s charges summed, as the audit writer last folded them (plus kvg.storage_adjustments).';
+CREATE TABLE kvg.storage_adjustments (
+  role  name NOT NULL,
+  bytes bigint NOT NULL
+);
+CREATE INDEX ON kvg.storage_adjustments (role);
+COMMENT ON TABLE kvg.storage_adjustments IS
+  'Changes to roles'' charges made outside the audit writer, insert-only, until the writer folds them in.';
+
+-- Charges `size` bytes of artifact `id` to `payer`, or refuses (53400) when
+-- its usage would exceed `quota`: nothing is charged twice, so storing what
+-- the role has stored already costs nothing and is never refused. Called by
+-- kvg.artifact_store, before any large object is made. Race-free: every
+-- charge is made by the database's one audit writer (`by_writer`), one
+-- transaction at a time, so the usage it reads includes every charge before
+-- it; the one exception, a call that stores in its own transaction, checks
+-- without that order and can overshoot by its one artifact. It never waits
+-- on a caller: a release that an open transaction has not committed is not
+-- folded in yet (its charge still counts).
+CREATE FUNCTION kvg.storage_charge(payer name, id text, size bigint, quota bigint, by_writer boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  used bigint;
+BEGIN
+  IF payer IS NULL OR quota IS NULL OR by_writer IS NULL THEN
+    RAISE EXCEPTION 'kvg.storage_charge: no role or quota to charge' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  -- Collations spelled out: called with a name argument, this function's
+  -- text parameters are "C", and no index of "default" text would serve.
+  IF EXISTS (SELECT FROM kvg.storage_charges c WHERE c.role = payer COLLATE "C" AND c.sha256 = id COLLATE "default") THEN
+    RETURN;
+  END IF;
+  IF by_writer THEN
+    WITH folded AS (DELETE FROM kvg.storage_adjustments j WHERE j.role = payer COLLATE "C" RETURNING j.bytes)
+    INSERT INTO kvg.storage_accounts AS s (role, bytes) SELECT payer, coalesce(sum(f.bytes), 0) FROM folded f
+    ON CONFLICT (role) DO UPDATE SET bytes = s.bytes + excluded.bytes
+    RETURNING s.bytes INTO used;
+  ELSE
+    SELECT coalesce((SELECT s.bytes FROM kvg.storage_accounts s WHERE s.role = payer COLLATE "C"), 0)
+           + coalesce((SELECT sum(j.bytes) FROM kvg.storage_adjustments j WHERE j.role = payer COLLATE "C"), 0)
+      INTO used;
+  END IF;
+  IF used + size > quota THEN
+    RAISE EXCEPTION 'storing % bytes would exceed the kvg.storage_quota of role % (% bytes, % used)',
+      size, payer, quota, used
+      USING ERRCODE = 'configuration_limit_exceeded',
+            HINT = 'kvg.storage_usage shows what each role has stored; a superuser can raise the quota with '
+                   'ALTER ROLE ... SET kvg.storage_quota.';
+  END IF;
+  INSERT INTO kvg.storage_charges (role, sha256, bytes) VALUES (payer, id, size) ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN;
+  ELSIF by_writer THEN
+    UPDATE kvg.storage_accounts s SET bytes = s.bytes + size WHERE s.role = payer COLLATE "C";
+  ELSE
+    INSERT INTO kvg.storage_adjustments (role, bytes) VALUES (payer, size);
+  END IF;
+END
+$$;
+COMMENT ON FUNCTION kvg.storage_charge(name, text, bigint, bigint, boolean) IS
+  'Charges an artifact to the session user that stored it, refusing (53400) what would exceed its quota.';
+
+-- Releases every charge of the given artifacts (deleted, or no longer
+-- stored): appended as adjustments, so that no deleting transaction holds
+-- a row the audit writer needs.
+CREATE FUNCTION kvg.storage_release(artifacts text[]) RETURNS void
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH released AS (DELETE FROM kvg.storage_charges c WHERE c.sha256 = ANY (artifacts COLLATE "default")
+                    RETURNING c.role, c.bytes)
+  INSERT INTO kvg.storage_adjustments (role, bytes) SELECT r.role, -sum(r.bytes) FROM released r GROUP BY r.role
+$$;
+COMMENT ON FUNCTION kvg.storage_release(text[]) IS 'Releases every role''s charges of the given artifacts.';
+CREATE FUNCTION kvg.storage_uncharge() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  PERFORM kvg.storage_release(ARRAY(SELECT g.sha256 FROM gone g));
+  RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION kvg.storage_uncharge() IS 'Trigger: deleted artifacts are charged to nobody.';
+CREATE TRIGGER artifacts_uncharge AFTER DELETE ON kvg.artifacts
+  REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION kvg.storage_uncharge();
+
+-- What each role has stored: what kvg.storage_quota bounds.
 CREATE VIEW kvg.storage_usage AS
-SELECT created_by AS role,
-       count(*) AS artifacts,
-       sum(bytes) AS bytes,
-       count(*) FILTER (WHERE provenance IN ('verified', 'unverified')) AS imported,
-       coalesce(sum(bytes) FILTER (WHERE provenance IN ('verified', 'unverified')), 0) AS imported_bytes
-FROM kvg.artifacts
-GROUP BY created_by;
-COMMENT ON VIEW kvg.storage_usage IS 'Artifacts and bytes stored per role; imports count against kvg.import_quota.';
+SELECT role, count(*) AS artifacts, sum(bytes)::bigint AS bytes
+FROM kvg.storage_charges
+GROUP BY role;
+COMMENT ON VIEW kvg.storage_usage IS 'Artifacts and bytes charged to each role: what kvg.storage_quota bounds.';
 
 -- Audit trail (docs/audit-chain.md) ----------------------------------------------------------
 -- An audited call hands its row to the audit writer of its database, a
@@ -1198,7 +1319,8 @@ COMMENT ON FUNCTION public.kvg_orphans() IS
 -- Unlinks the objects kvg_orphans() finds without a row (left by a DROP
 -- OWNED, or a restore into a database that held some), deletes the
 -- unreferenced artifacts it finds, and the claims of artifacts no longer
--- stored (and all but the first of an artifact's claims); returns how many
+-- stored (and all but the first of an artifact's claims) and their storage
+-- charges (deleting an artifact uncharges it: kvg.storage_uncharge); returns how many
 -- objects and artifacts it removed. Rows without an object are reported,
 -- never deleted: their content is gone, and deciding that is the owner's.
 -- It never waits: an artifact that a running call holds (FOR KEY SHARE, from
@@ -1244,6 +1366,9 @@ BEGIN
   DELETE FROM kvg.artifact_claims c
   WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)
      OR EXISTS (SELECT FROM kvg.artifact_claims d WHERE d.sha256 = c.sha256 AND d.id < c.id);
+  -- A charge the writer made for an artifact that a delete was taking meanwhile.
+  PERFORM kvg.storage_release(ARRAY(SELECT c.sha256 FROM kvg.storage_charges c
+                                    WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)));
   RETURN objects + collected;
 END
 $$;
@@ -1369,6 +1494,9 @@ SELECT pg_catalog.pg_extension_config_dump('kvg.audit_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit_head', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.storage_charges', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.storage_accounts', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.storage_adjustments', '');
 
 -- Privileges ----------------------------------------------------------------------------------
 -- Functions are executable by PUBLIC when created; take that back from every

@@ -7,7 +7,6 @@
 #include "engine/artifact_recheck.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
-#include "extension/src/owner_rights.hpp"
 #include "extension/src/settings.hpp"
 #include "extension/src/sql_raise.hpp"
 #include "extension/src/lo_store.hpp"
@@ -39,11 +38,13 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 }  // namespace
 
 // kvg_import(data bytea, verify boolean default true) returns text: bounds
-// the input (kvg.max_import_bytes, kvg.import_quota) before reading it,
+// the input (kvg.max_import_bytes) before reading it,
 // validates the whole artifact (header rules, trailer, identity, finite KV),
 // and — with verify — recomputes its KV with the loaded model from its tokens
 // alone and refuses it unless the bytes are equal (docs/security.md). Stores
-// it once with its provenance and records the import in the audit trail.
+// it once with its provenance, charged to the session user like every
+// artifact (kvg.storage_quota, 53400), and records the import in the audit
+// trail.
 // STRICT; no bytes at all give NULL (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_import) {
   if (arg_bytes(fcinfo, 0) == 0) PG_RETURN_NULL();
@@ -55,17 +56,8 @@ KVG_SQL_FUNCTION(kvg_import) {
                                            std::to_string(settings::max_import_bytes()) + ")");
   Spi spi;
   LoStore store(spi);
-  const std::string role = calling_role();
   const auto bytes = bytea_arg(fcinfo, 0);
   const VerifiedArtifact art = verify_artifact(bytes);
-  const std::optional<StoredArtifact> stored = store.find(art.identity);
-  if (!stored && store.imported_bytes(role) + size > settings::import_quota_bytes())
-    raise_sqlstate("53400",
-                   "importing " + std::to_string(size) + " bytes would exceed kvg.import_quota for role " + role +
-                       " (" + std::to_string(settings::import_quota_bytes()) + " bytes; " +
-                       std::to_string(store.imported_bytes(role)) + " used)",
-                   "kvg.storage_usage shows what each role has stored; a superuser can raise the quota with "
-                   "ALTER ROLE ... SET kvg.import_quota.");
   if (const auto bad = first_non_finite_kv(art.header, bytes))
     throw Error(ErrorCode::InvalidArgument, "the artifact holds a non-finite KV value (" + *bad +
                                                 "): no model computes that, so it is refused");

@@ -26,11 +26,6 @@ std::string caller_xid() {
   return std::to_string(xid);
 }
 
-std::string session_role() {
-  const char* name = call([] { return GetUserNameFromId(GetSessionUserId(), false); });
-  return name;
-}
-
 }  // namespace
 
 std::optional<int64_t> append_through_writer(const std::string& operation, const std::vector<SqlValue>& values) {

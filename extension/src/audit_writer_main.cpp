@@ -39,10 +39,12 @@ namespace {
 // made once when the writer starts: no C++ runs while a row is written.
 std::string insert_statement;
 // kvg.artifact_store's parameters, in lo_store.cpp's store_and_claim order;
-// the content ($2) is bytea, the rest text.
+// the content ($2) is bytea, the rest text. by_writer: this is the writer,
+// which alone keeps each role's storage account (docs/security.md).
 constexpr const char* kStoreArtifact =
-    "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9)";
-constexpr int kArtifactParams = 9;
+    "SELECT kvg.artifact_store($1, $2, $3::integer, $4, $5, $6, $7, $8::name, $9, $10::name, $11::bigint, "
+    "by_writer => true)";
+constexpr int kArtifactParams = 11;
 constexpr int kArtifactContent = 1;  // 0-based index of $2
 
 struct Claimed {

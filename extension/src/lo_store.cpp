@@ -9,6 +9,7 @@
 #include "extension/src/disk_headroom.hpp"
 #include "extension/src/owner_rights.hpp"
 #include "extension/src/pg_boundary.hpp"
+#include "extension/src/settings.hpp"
 #include "extension/src/spi.hpp"
 #include "extension/src/sql_raise.hpp"
 #include "extension/src/sql_values.hpp"
@@ -156,7 +157,9 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
                               Provenance provenance) {
   const std::string hex = to_hex(id);
   // Built here from what this backend computed: nothing the caller passed
-  // names the role or the provenance.
+  // names the role or the provenance. The session user pays, under the
+  // quota its session has (a superuser's setting, so the caller cannot
+  // change it; ALTER ROLE ... SET gives it at login).
   std::vector<SqlValue> values = {
       hex,
       content,
@@ -166,7 +169,9 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
       optional_hex(meta.parent),
       optional_hex(meta.tokens_sha256),
       calling_role(),
-      provenance_name(provenance)};
+      provenance_name(provenance),
+      session_role(),
+      std::to_string(settings::storage_quota_bytes())};
   try {
     (void)audit_writer::store_artifact(values);
   } catch (const audit_writer::Failure& f) {
@@ -189,7 +194,8 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
       content_hex.push_back(kDigits[c & 15]);
     }
     values[1] = std::move(content_hex);
-    spi_.run("SELECT kvg.artifact_store($1, pg_catalog.decode($2, 'hex'), $3::integer, $4, $5, $6, $7, $8::name, $9)",
+    spi_.run("SELECT kvg.artifact_store($1, pg_catalog.decode($2, 'hex'), $3::integer, $4, $5, $6, $7, $8::name, $9, "
+             "$10::name, $11::bigint, by_writer => false)",
              values);
     if (spi_.run_latest(kLock, {hex}).empty())
       throw Error(ErrorCode::Internal, "artifact " + hex + " is not stored after storing it");
@@ -263,15 +269,6 @@ bool LoStore::chain_trusted(const Digest& leaf) {
       "SELECT count(*) > 0 AND bool_and(provenance IN ('computed', 'verified')) FROM chain",
       {to_hex(leaf)});
   return rows.at(0).at(0) == SqlValue("t");
-}
-
-uint64_t LoStore::imported_bytes(const std::string& role) {
-  OwnerRights owner;
-  const auto rows = spi_.run_latest(
-      "SELECT coalesce(sum(bytes), 0) FROM kvg.artifacts WHERE created_by = $1::name "
-      "AND provenance IN ('verified', 'unverified')",
-      {role});
-  return std::stoull(rows.at(0).at(0).value());
 }
 
 std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,

@@ -112,8 +112,6 @@ class LoStore final : public ArtifactStore {
   StoredArtifact require(const Digest& id);
   // Whether every link of the chain ending in `leaf` is trusted.
   bool chain_trusted(const Digest& leaf);
-  // Bytes of imported artifacts created by `role` (what kvg.import_quota bounds).
-  uint64_t imported_bytes(const std::string& role);
 
   // The prefix-reuse index (engine/prefix_search.hpp): trusted links of this
   // model and recipe continuing `parent` (roots when nullopt) whose own token

@@ -54,9 +54,17 @@ RunAs::~RunAs() {
   SetUserIdAndSecContext(caller_, caller_security_);
 }
 
-std::string calling_role() {
-  const char* name = call([] { return GetUserNameFromId(GetUserId(), false); });
+namespace {
+
+std::string role_name(Oid role) {
+  const char* name = call([role] { return GetUserNameFromId(role, false); });
   return name;
 }
+
+}  // namespace
+
+std::string calling_role() { return role_name(GetUserId()); }
+
+std::string session_role() { return role_name(GetSessionUserId()); }
 
 }  // namespace kvg::pg

@@ -48,4 +48,9 @@ std::optional<unsigned> role_oid(const std::string& name);
 // kvg.artifacts.created_by and kvg.audit.role.
 std::string calling_role();
 
+// The session user (SET ROLE does not change it): recorded as
+// kvg.audit.session_role, and charged for what a call stores
+// (kvg.storage_quota).
+std::string session_role();
+
 }  // namespace kvg::pg

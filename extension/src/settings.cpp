@@ -10,11 +10,12 @@
 //  kvg.max_threads     superuser: the cap on kvg.threads (default: the cores
 //                      this server has), so that no session takes more cores
 //                      than an administrator allows.
-//  kvg.max_import_bytes, kvg.import_quota
-//                      superuser (and per role, ALTER ROLE ... SET): the
-//                      largest artifact one kvg_import takes, and how many
-//                      bytes of imported artifacts one role may have stored
-//                      (kvg.storage_usage shows it).
+//  kvg.max_import_bytes
+//                      superuser: the largest artifact one kvg_import takes.
+//  kvg.storage_quota   superuser (and per role, ALTER ROLE ... SET): how many
+//                      bytes of artifacts one role may have stored, charged
+//                      to the session user, so that SET ROLE opens no new
+//                      bucket (kvg.storage_usage shows it; docs/security.md).
 //  kvg.max_solution_tokens
 //                      superuser: the longest solution a library entry may
 //                      hold, in tokens, so that nobody's entries crowd
@@ -93,7 +94,7 @@ char* model_value = nullptr;
 int threads_value = 0;  // 0: kvg.max_threads
 int max_threads_value = 1;
 int max_import_kb_value = 1 << 20;      // 1 GB
-int import_quota_kb_value = 10 << 20;   // 10 GB
+int storage_quota_kb_value = 10 << 20;  // 10 GB
 int max_kv_memory_kb_value = 1 << 20;  // 1 GB
 // 3 x CudaForward::kDefaultStagingBytes: the engine's default split.
 int gpu_staging_kb_value = 3 * 64 * 1024;  // 192 MB
@@ -189,9 +190,10 @@ void define() {
   DefineCustomIntVariable("kvg.max_import_bytes", "The largest artifact kvg_import accepts.", nullptr,
                           &max_import_kb_value, 1 << 20, 1, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
-  DefineCustomIntVariable("kvg.import_quota", "Bytes of imported artifacts one role may have stored.",
-                          "Set per role with ALTER ROLE ... SET kvg.import_quota; see kvg.storage_usage.",
-                          &import_quota_kb_value, 10 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+  DefineCustomIntVariable("kvg.storage_quota", "Bytes of artifacts one role may have stored.",
+                          "Charged to the session user; set per role with ALTER ROLE ... SET kvg.storage_quota; "
+                          "see kvg.storage_usage.",
+                          &storage_quota_kb_value, 10 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
   DefineCustomEnumVariable("kvg.device", "Where the engine runs: cpu, cuda, or auto (cuda when available).",
                            nullptr, &device_value, static_cast<int>(Device::Auto), device_options, PGC_USERSET, 0,
@@ -279,7 +281,7 @@ int threads() {
   return threads_value;
 }
 uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
-uint64_t import_quota_bytes() { return uint64_t(import_quota_kb_value) * 1024; }
+uint64_t storage_quota_bytes() { return uint64_t(storage_quota_kb_value) * 1024; }
 kvg::Device device() { return static_cast<kvg::Device>(device_value); }
 Recipe recipe() { return all_recipes().at(size_t(recipe_value)); }
 int max_new_tokens() { return max_new_tokens_value; }

@@ -20,10 +20,11 @@ int64_t max_kv_bytes();    // kvg.max_kv_memory in bytes; 0: unbounded
 size_t gpu_staging_bytes();
 // kvg.threads; InvalidArgument when it exceeds kvg.max_threads.
 int threads();
-// Imports (docs/security.md): the largest one, and what one role may have
-// imported in all, in bytes (quota 0: no imports).
+// The largest import, in bytes (docs/security.md).
 uint64_t max_import_bytes();
-uint64_t import_quota_bytes();
+// kvg.storage_quota in bytes: what the session user may have stored in all
+// (0: nothing), as this session sees it (docs/security.md).
+uint64_t storage_quota_bytes();
 kvg::Device device();
 kvg::Recipe recipe();  // kvg.recipe
 int max_new_tokens();

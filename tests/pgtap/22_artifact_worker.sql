@@ -120,7 +120,8 @@ SET CONSTRAINTS ALL DEFERRED;
 
 -- The worker stores what the caller's backend built: nobody else may call it.
 SET LOCAL ROLE kvg_user;
-SELECT throws_ok($$SELECT kvg.artifact_store(repeat('0', 64), '\x00', NULL, NULL, NULL, NULL, NULL, 'x', 'computed')$$,
+SELECT throws_ok($$SELECT kvg.artifact_store(repeat('0', 64), '\x00', NULL, NULL, NULL, NULL, NULL, 'x', 'computed',
+                                             'x', 0, true)$$,
                  '42501', NULL, 'kvg_user cannot call kvg.artifact_store');
 RESET ROLE;
 SELECT is((public.kvg_audit_verify()).ok, true, 'the chain verifies');

@@ -83,6 +83,10 @@ pair_wait_replay || exit 1
 
 echo "# answers on both servers"
 is "the standby is a hot standby" "$(s -c 'SELECT pg_is_in_recovery()')" t
+# A standby stores nothing (refused below), so it charges nothing; it shows
+# the primary's charges (docs/security.md, "One storage quota").
+usage="SELECT string_agg(role || ' ' || artifacts || ' ' || bytes, ', ' ORDER BY role) FROM kvg.storage_usage"
+is "kvg.storage_usage on the standby is the primary's" "$(s -c "$usage")" "$(p -c "$usage")"
 answer_hex="SELECT encode(convert_to(kvg_answer('$q'), 'UTF8'), 'hex')"
 primary_answer=$(p -U replica_alice -c "$answer_hex")
 is "the same answer bytes on primary and standby (recurring)" "$(s -U replica_alice -c "$answer_hex")" "$primary_answer"

@@ -2,7 +2,7 @@
 -- artifacts, their large objects and the audit chain came through intact,
 -- and the restored extension keeps working.
 BEGIN;
-SELECT plan(13);
+SELECT plan(15);
 \ir ../fixtures.psql
 
 SELECT is((SELECT count(*) FROM kvg.artifacts), 6::bigint, 'six artifacts restored (four imported, two learned)');
@@ -13,6 +13,12 @@ SELECT is((SELECT count(*) FROM fixture f JOIN kvg.artifacts a ON a.sha256 = enc
 SELECT is((SELECT parent_sha256 FROM kvg.artifacts WHERE sha256 = pg_temp.fixture_sha('child')),
           pg_temp.fixture_sha('root'), 'the chain link survives');
 SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');
+SELECT is((SELECT array_agg(row(role, artifacts, bytes)::text) FROM kvg.storage_usage),
+          ARRAY[row('postgres', 6, (SELECT sum(bytes) FROM kvg.artifacts))::text],
+          'the storage charges are restored: the six artifacts, charged to the role that stored them');
+SELECT is((SELECT s.bytes + coalesce((SELECT sum(j.bytes) FROM kvg.storage_adjustments j WHERE j.role = s.role), 0)
+           FROM kvg.storage_accounts s WHERE s.role = 'postgres'),
+          (SELECT sum(bytes) FROM kvg.artifacts), 'and so is the running total the audit writer checks');
 SELECT is((SELECT count(*) FROM kvg.audit), 5::bigint, 'five audit rows restored');
 SELECT is((SELECT lexemes FROM kvg.knowledge), ARRAY['ball', 'colour', 'day', 'everi', 'lili', 'play', 'red'],
           'the library entry is restored, its generated column too');
