@@ -1015,6 +1015,36 @@ COMMENT ON TABLE kvg.knowledge IS
 COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
   'For a function verifier: kvg.function_pin at deposit. NULL (for a function) fails closed: learn it again.';
 
+-- Who reads which artifact (docs/security.md, "Artifacts are private") -----------------------
+-- An artifact's owners are the session users of the calls that stored it and
+-- committed (kvg.artifact_claims.claimed_by; the same bytes stored by two
+-- users belong to both). Published are the artifacts the shared library
+-- names (kvg.knowledge.artifact_sha256) and every ancestor in their chains:
+-- answering from an entry grafts its whole chain. A kvg_user reads its own
+-- and published artifacts, nothing else; kvg_auditor reads all; the owner
+-- and superusers are not subject to the policies. The C code checks a named
+-- artifact (and prefix reuse finds links) with a query under these policies.
+-- With the owner's rights (extension/src/artifact_access.cpp), like every
+-- read kvg's C code makes of kvg.artifacts, so that the policy below can
+-- call it without applying itself again; under the latest committed state.
+CREATE FUNCTION kvg.published_artifacts() RETURNS TABLE (sha256 text, knowledge_id bigint)
+AS 'MODULE_PATHNAME', 'kvg_published_artifacts' LANGUAGE C STABLE;
+COMMENT ON FUNCTION kvg.published_artifacts() IS
+  'The artifacts every user may read: those library entries name, and their chains'' ancestors, each with an entry '
+  'whose chain holds it.';
+ALTER TABLE kvg.artifacts ENABLE ROW LEVEL SECURITY;
+-- Own: a claim, found through its index (or hashed, when many rows are
+-- read). Published: an uncorrelated IN, so the set is computed once per
+-- statement, and only when some row is not the reader's own.
+CREATE POLICY artifacts_own_or_published ON kvg.artifacts FOR SELECT TO kvg_user
+  USING (EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = artifacts.sha256 AND c.claimed_by = session_user)
+         OR sha256 IN (SELECT p.sha256 FROM kvg.published_artifacts() p));
+CREATE POLICY artifacts_auditor_all ON kvg.artifacts FOR SELECT TO kvg_auditor USING (true);
+-- Who stored what is private too: a claim names an artifact by its hash.
+ALTER TABLE kvg.artifact_claims ENABLE ROW LEVEL SECURITY;
+CREATE POLICY artifact_claims_own ON kvg.artifact_claims FOR SELECT TO kvg_user
+  USING (claimed_by = session_user);
+
 -- An entry states what was verified; replace it by deleting it and learning again.
 CREATE TRIGGER knowledge_immutable BEFORE UPDATE ON kvg.knowledge
   FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
@@ -1198,7 +1228,8 @@ COMMENT ON FUNCTION public.kvg_orphans() IS
 -- Unlinks the objects kvg_orphans() finds without a row (left by a DROP
 -- OWNED, or a restore into a database that held some), deletes the
 -- unreferenced artifacts it finds, and the claims of artifacts no longer
--- stored (and all but the first of an artifact's claims); returns how many
+-- stored (and all but the first claim of each owner: the claims say who
+-- owns an artifact, docs/security.md); returns how many
 -- objects and artifacts it removed. Rows without an object are reported,
 -- never deleted: their content is gone, and deciding that is the owner's.
 -- It never waits: an artifact that a running call holds (FOR KEY SHARE, from
@@ -1243,7 +1274,8 @@ BEGIN
   END LOOP;
   DELETE FROM kvg.artifact_claims c
   WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)
-     OR EXISTS (SELECT FROM kvg.artifact_claims d WHERE d.sha256 = c.sha256 AND d.id < c.id);
+     OR EXISTS (SELECT FROM kvg.artifact_claims d
+                WHERE d.sha256 = c.sha256 AND d.claimed_by = c.claimed_by AND d.id < c.id);
   RETURN objects + collected;
 END
 $$;
@@ -1421,6 +1453,8 @@ GRANT EXECUTE ON FUNCTION
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
   kvg.artifact_cache_stats(),
+  -- Its row-level security policy calls it: the published artifacts.
+  kvg.published_artifacts(),
   -- The C code calls these as the caller (a verifier must run with the
   -- caller's rights); they are harmless to call directly.
   kvg.normalize_question(text),
