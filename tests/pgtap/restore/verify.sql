@@ -2,7 +2,7 @@
 -- artifacts, their large objects and the audit chain came through intact,
 -- and the restored extension keeps working.
 BEGIN;
-SELECT plan(13);
+SELECT plan(15);
 \ir ../fixtures.psql
 
 SELECT is((SELECT count(*) FROM kvg.artifacts), 6::bigint, 'six artifacts restored (four imported, two learned)');
@@ -25,6 +25,16 @@ FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is(tokens_prefilled, 1, 'and computes only the last prompt token again')
 FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is((public.kvg_audit_verify()).ok, true, 'the restored chain verifies');
+-- Owners and the library's publication come through (docs/security.md, section 9).
+SELECT is((SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS (SELECT FROM kvg.artifact_claims c
+           WHERE c.sha256 = a.sha256 AND c.claimed_by = 'postgres')), 0::bigint,
+          'every restored artifact keeps its owner''s claim');
+CREATE ROLE tap_restore_reader IN ROLE kvg_user;
+SET SESSION AUTHORIZATION tap_restore_reader;
+SELECT is((SELECT array_agg(sha256 ORDER BY sha256) FROM kvg.artifacts),
+          (SELECT array_agg(p.sha256 ORDER BY p.sha256) FROM kvg.published_artifacts() p),
+          'another user sees only the library''s chain');
+RESET SESSION AUTHORIZATION;
 
 SELECT max(id) AS last_id, (SELECT row_hash FROM kvg.audit ORDER BY id DESC LIMIT 1) AS last_hash
 FROM kvg.audit \gset
