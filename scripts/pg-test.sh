@@ -5,7 +5,8 @@
 #   2. pgTAP:      tests/pgtap/*.sql with pg_prove, in a fresh database (and a
 #                  synthetic ChatML model for 08_chat.sql, and docs/sql.md for
 #                  14_reference.sql)
-#   2b. 16 concurrent SERIALIZABLE callers storing artifacts (pgbench):
+#   2b. 16 concurrent SERIALIZABLE callers storing artifacts, learning and
+#      answering (pgbench):
 #      tests/concurrency/serializable_test.sh.
 #   3. pg_dump/pg_restore round trip: tests/pgtap/restore/seed.sql fills a
 #      database, which is dumped and restored into another one, where

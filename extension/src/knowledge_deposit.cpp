@@ -79,7 +79,23 @@ void require_depositor(Spi& spi) {
                  "roles trusted to write them (docs/security.md).");
 }
 
-int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+namespace {
+
+// Checks the entry, then inserts it with the artifact of its prompt. Inserts
+// before looking: under SERIALIZABLE, looking up an absent key locks the
+// index page that concurrent learners insert into (SSI's predicate locks on
+// a B-tree are per page), so two learners of different questions would fail
+// each other at commit. An insert reads nothing; only learners of the same
+// question meet, in ON CONFLICT. What that costs: a repeat or a conflicting
+// entry captures its prompt first, grafted from its stored chain when there
+// is one, and a conflict leaves the links for kvg_vacuum (docs/flywheel.md).
+struct Inserted {
+  std::optional<int64_t> id;  // nullopt: the key is taken
+  std::string key;
+  Captured captured;
+};
+
+Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
   require_depositor(call.spi);
   require_text(entry.question, "question");
   require_text(entry.solution, "solution");
@@ -87,7 +103,8 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
   check_solution_tokens(*call.model, entry.solution);
   if (entry.solve_tokens && *entry.solve_tokens < 0)
     throw Error(ErrorCode::InvalidArgument, "solve_tokens must be at least 0");
-  const std::string key = library.question_key(entry.question);
+  Inserted in;
+  in.key = library.question_key(entry.question);
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
@@ -100,31 +117,49 @@ int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entr
                         : verdict.refusal                                 ? " (" + *verdict.refusal + ")"
                                                                           : ": the answer is not accepted"),
                    "Only verified entries are learned; nothing was stored.");
+  in.captured = capture_prompt(call, entry);
+  // ON CONFLICT waits for a concurrent learn of the same question to commit.
+  in.id = library.insert(NewEntry{entry.question, in.key, entry.solution, entry.answer, entry.verifier.spec,
+                                  evidence(entry.verifier, entry.answer), entry.verifier.pin, in.captured.leaf,
+                                  entry.solve_tokens});
+  return in;
+}
 
+void audit_learn(EngineCall& call, const Deposit& entry, const Captured& c, int64_t id,
+                 const std::string& artifact) {
   AuditRecord audit = call.audit("learn");
   audit.input_sha256 = text_sha256(entry.question);
   audit.verified = true;
   audit.kv_proven = true;  // its prompt is grafted from trusted links or computed
-  std::optional<int64_t> id;
-  if (const auto stored = library.find(key)) {
-    id = existing_id(*stored, entry);
-    audit.artifact_sha256 = stored->artifact_sha256;
-  } else {
-    const Captured c = capture_prompt(call, entry);
-    id = library.insert(NewEntry{entry.question, key, entry.solution, entry.answer, entry.verifier.spec,
-                                 evidence(entry.verifier, entry.answer), entry.verifier.pin, c.leaf,
-                                 entry.solve_tokens});
-    // Lost a race with a concurrent learn of the same question: it committed first.
-    if (!id) id = existing_id(library.find(key).value(), entry);
-    audit.artifact_sha256 = to_hex(c.leaf);
-    audit.tokens_in = int32_t(c.tokens);
-    audit.tokens_grafted = int32_t(c.grafted);
-    audit.graft_us = c.graft_us;
-    audit.prefill_us = c.prefill_us;
-  }
+  audit.artifact_sha256 = artifact;
+  audit.tokens_in = int32_t(c.tokens);
+  audit.tokens_grafted = int32_t(c.grafted);
+  audit.graft_us = c.graft_us;
+  audit.prefill_us = c.prefill_us;
   audit.knowledge_id = id;
   audit_append(call.spi, audit);
-  return *id;
+}
+
+}  // namespace
+
+int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+  const Inserted in = insert_entry(call, library, entry);
+  if (in.id) {
+    audit_learn(call, entry, in.captured, *in.id, to_hex(in.captured.leaf));
+    return *in.id;
+  }
+  // The key was taken before this transaction's snapshot (one taken after it
+  // is a serialization failure in ON CONFLICT, under REPEATABLE READ and up).
+  const KnowledgeEntry stored = library.find(in.key).value();
+  const int64_t id = existing_id(stored, entry);
+  audit_learn(call, entry, in.captured, id, stored.artifact_sha256);
+  return id;
+}
+
+std::optional<int64_t> deposit_new(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+  const Inserted in = insert_entry(call, library, entry);
+  if (in.id) audit_learn(call, entry, in.captured, *in.id, to_hex(in.captured.leaf));
+  return in.id;
 }
 
 }  // namespace kvg::pg

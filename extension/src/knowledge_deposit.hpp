@@ -25,10 +25,15 @@ struct Deposit {
 // checks it before it solves.
 void require_depositor(Spi& spi);
 
-// The entry's id. Idempotent: the same question (by key) with the same
-// solution, answer and verifier returns the stored id and stores nothing.
-// Refuses an entry its verifier rejects (22V04) and a question already
-// learned with something else (23505), before computing anything.
+// kvg_learn: the entry's id. Idempotent: the same question (by key) with the
+// same solution, answer and verifier returns the stored id. Refuses an entry
+// its verifier rejects (22V04) before computing anything, and a question
+// already learned with something else (23505) once it meets it on insert
+// (knowledge_deposit.cpp says why it inserts before it looks).
 int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry);
+
+// kvg_solve: deposit(), but nullopt when the question is already in the
+// library, whatever its entry holds.
+std::optional<int64_t> deposit_new(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry);
 
 }  // namespace kvg::pg

@@ -85,9 +85,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
                 "kvg_solve needs a verifier that knows a right answer (exact:, regex: or a function); contains "
                 "checks a given solution against a given answer");
   KnowledgeLibrary library(call.spi);
-  const std::string key = library.question_key(question);
-  const bool known = library.find(key).has_value();
-  if (known) notice("the question is already in the library: kvg_solve solves it again but deposits nothing");
+  (void)library.question_key(question);  // refuses a question that normalizes to nothing, before any work
 
   const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
   const SegmentedPrompt prompt =
@@ -138,7 +136,10 @@ KVG_SQL_FUNCTION(kvg_solve) {
     const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
     std::optional<int64_t> knowledge_id;
-    if (ok && !known) knowledge_id = deposit(call, library, Deposit{question, output_text(trimmed(output)), answer, verifier, cost});
+    if (ok) {
+      knowledge_id = deposit_new(call, library, Deposit{question, output_text(trimmed(output)), answer, verifier, cost});
+      if (!knowledge_id) notice("the question is already in the library: kvg_solve deposited nothing");
+    }
     rows.push_back({Int32GetDatum(attempt), text_result(answer), BoolGetDatum(ok),
                     Int32GetDatum(int32(r.tokens.size())), Int64GetDatum(cost),
                     Float8GetDatum(double(to_micros(r.prefill_seconds) + *audit.decode_us) / 1000),

@@ -4,7 +4,7 @@
 -- one question at once keep one entry, and another session answers a
 -- recurring question with the same bytes.
 BEGIN;
-SELECT plan(25);
+SELECT plan(29);
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
@@ -58,6 +58,18 @@ SET ROLE tap_learner;
 SELECT is(public.kvg_answer('What colour was Mia''s hat?', 8), :'other_session_answer',
           'a recurring answer is the same bytes in another session and for another role');
 SELECT is(mode, 'recurring', 'kvg_user asks the library') FROM public.kvg_answer_detail('What colour was Mia''s hat?', 8);
+SELECT is(public.kvg_learn('What colour was Mia''s hat?', 'contains', :'story', 'green'), :mia::bigint,
+          'learning the same entry again returns its id');
+SELECT throws_ok(format('SELECT public.kvg_learn(%L, ''contains'', %L, %L)', 'What colour was Mia''s hat?',
+                        'Mia had a red hat. Mia wore her red hat to school.', 'red'), '23505', NULL,
+                 'the same question with another solution is refused');
+RESET ROLE;  -- its audit row is not tap_learner's (counted below)
+SELECT is(array_agg(ARRAY[verified::text, coalesce(knowledge_id::text, 'none')]), ARRAY[ARRAY['true', 'none']],
+          'kvg_solve of a question in the library deposits nothing')
+FROM public.kvg_solve('What colour was Mia''s hat?', 'regex:.', 8, 1);
+SET ROLE tap_learner;
+SELECT is((SELECT count(*) FROM kvg.knowledge WHERE question = 'What colour was Mia''s hat?'), 1::bigint,
+          'still one entry');
 
 -- Every call rolls back with its transaction: entry, artifacts, large objects, audit rows.
 RESET ROLE;
