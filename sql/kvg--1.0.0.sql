@@ -1027,18 +1027,16 @@ COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
 -- With the owner's rights (extension/src/artifact_access.cpp), like every
 -- read kvg's C code makes of kvg.artifacts, so that the policy below can
 -- call it without applying itself again; under the latest committed state.
-CREATE FUNCTION kvg.published_artifacts() RETURNS TABLE (sha256 text, knowledge_id bigint)
-AS 'MODULE_PATHNAME', 'kvg_published_artifacts' LANGUAGE C STABLE;
-COMMENT ON FUNCTION kvg.published_artifacts() IS
-  'The artifacts every user may read: those library entries name, and their chains'' ancestors, each with an entry '
-  'whose chain holds it.';
+CREATE FUNCTION kvg.artifact_published(artifact text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'kvg_artifact_published' LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION kvg.artifact_published(text) IS
+  'Whether every user may read the artifact: a library entry names it or a continuation of it.';
 ALTER TABLE kvg.artifacts ENABLE ROW LEVEL SECURITY;
 -- Own: a claim, found through its index (or hashed, when many rows are
--- read). Published: an uncorrelated IN, so the set is computed once per
--- statement, and only when some row is not the reader's own.
+-- read); published is asked only of a row that is not the reader's own.
 CREATE POLICY artifacts_own_or_published ON kvg.artifacts FOR SELECT TO kvg_user
   USING (EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = artifacts.sha256 AND c.claimed_by = session_user)
-         OR sha256 IN (SELECT p.sha256 FROM kvg.published_artifacts() p));
+         OR kvg.artifact_published(sha256));
 CREATE POLICY artifacts_auditor_all ON kvg.artifacts FOR SELECT TO kvg_auditor USING (true);
 -- Who stored what is private too: a claim names an artifact by its hash.
 ALTER TABLE kvg.artifact_claims ENABLE ROW LEVEL SECURITY;
@@ -1454,7 +1452,7 @@ GRANT EXECUTE ON FUNCTION
   kvg.audit_field(text),
   kvg.artifact_cache_stats(),
   -- Its row-level security policy calls it: the published artifacts.
-  kvg.published_artifacts(),
+  kvg.artifact_published(text),
   -- The C code calls these as the caller (a verifier must run with the
   -- caller's rights); they are harmless to call directly.
   kvg.normalize_question(text),

@@ -11,6 +11,11 @@
 #include "extension/src/standby.hpp"
 #include "extension/src/postgres.hpp"
 
+extern "C" {
+#include "access/xact.h"
+#include "utils/snapmgr.h"
+}
+
 namespace kvg::pg {
 
 void require_readable(Spi& spi, const Digest& leaf) {
@@ -42,25 +47,49 @@ void require_readable(Spi& spi, const Digest& leaf) {
 using namespace kvg;
 using namespace kvg::pg;
 
-// kvg.published_artifacts() returns table(sha256 text, knowledge_id
-// bigint): the artifacts that library entries name and every ancestor in
-// their chains, which every user may read (the policy
-// artifacts_own_or_published calls it), each with an entry whose chain holds
-// it (an artifact in several chains has several rows). Read with the
-// owner's rights, to whom the policies do not apply, so that the policy's
-// own query does not apply the policy again; under the latest committed
-// state, like every read of the catalog (lo_store.hpp).
-KVG_SQL_FUNCTION(kvg_published_artifacts) {
+// kvg.artifact_published(artifact text) returns boolean: whether a library
+// entry names the artifact or a continuation of it (it is then in that
+// entry's chain, which every asker grafts, so every user may read it). The
+// policy artifacts_own_or_published calls it for each row that is not the
+// reader's own. Read with the owner's rights, to whom the policies do not
+// apply, so that the policy's own query does not apply the policy again;
+// under the latest committed state, like every read of the catalog
+// (lo_store.hpp). The walk goes down from the artifact, one level of
+// continuations at a time, and stops at the first one an entry names: an
+// entry's own artifact costs one index probe, a chain's root (a library
+// template) about one level.
+namespace {
+
+constexpr const char* kPublishedSql =
+    "WITH RECURSIVE d(sha256) AS (SELECT $1::text "
+    "UNION SELECT a.sha256 FROM kvg.artifacts a JOIN d ON a.parent_sha256 = d.sha256) "
+    "SELECT EXISTS (SELECT FROM d WHERE EXISTS (SELECT FROM kvg.knowledge k WHERE k.artifact_sha256 = d.sha256))";
+
+// The policy asks once per row a reader does not own, so the statement is
+// planned once per backend (a saved plan: PostgreSQL plans it again after
+// DDL on what it reads) rather than once per row, which costs seven times
+// the walk itself.
+bool published(const std::string& id) {
+  static SPIPlanPtr plan = nullptr;
   Spi spi;
-  std::vector<std::vector<ResultValue>> rows;
-  {
-    OwnerRights owner;
-    for (const SqlRow& r : spi.run_latest(
-             "WITH RECURSIVE chain(sha256, knowledge_id) AS (SELECT k.artifact_sha256, k.id FROM kvg.knowledge k "
-             "UNION SELECT a.parent_sha256, c.knowledge_id FROM kvg.artifacts a JOIN chain c ON a.sha256 = c.sha256 "
-             "WHERE a.parent_sha256 IS NOT NULL) SELECT c.sha256, c.knowledge_id FROM chain c"))
-      rows.push_back({text_result(r.at(0).value()), Int64GetDatum(std::stoll(r.at(1).value()))});
-  }
-  return_rows(fcinfo, rows);
-  return Datum(0);
+  OwnerRights owner;
+  return call([&] {
+    if (!plan) {
+      Oid types[1] = {TEXTOID};
+      SPIPlanPtr prepared = SPI_prepare(kPublishedSql, 1, types);
+      if (!prepared || SPI_keepplan(prepared) != 0) elog(ERROR, "kvg: cannot prepare the publication check");
+      plan = prepared;
+    }
+    Datum arg = PointerGetDatum(cstring_to_text_with_len(id.data(), static_cast<int>(id.size())));
+    CommandCounterIncrement();  // as Spi::run_latest: this transaction's own writes count
+    const int rc = SPI_execute_snapshot(plan, &arg, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+    if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg: the publication check failed");
+    bool is_null = true;
+    const Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &is_null);
+    return !is_null && DatumGetBool(d);
+  });
 }
+
+}  // namespace
+
+KVG_SQL_FUNCTION(kvg_artifact_published) { return BoolGetDatum(published(text_arg(fcinfo, 0))); }

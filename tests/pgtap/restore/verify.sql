@@ -29,10 +29,15 @@ SELECT is((public.kvg_audit_verify()).ok, true, 'the restored chain verifies');
 SELECT is((SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS (SELECT FROM kvg.artifact_claims c
            WHERE c.sha256 = a.sha256 AND c.claimed_by = 'postgres')), 0::bigint,
           'every restored artifact keeps its owner''s claim');
+CREATE TEMP TABLE library_chain ON COMMIT DROP AS
+  WITH RECURSIVE c AS (SELECT a.sha256, a.parent_sha256 FROM kvg.artifacts a JOIN kvg.knowledge k
+                       ON k.artifact_sha256 = a.sha256
+                       UNION SELECT a.sha256, a.parent_sha256 FROM kvg.artifacts a JOIN c ON a.sha256 = c.parent_sha256)
+  SELECT array_agg(sha256 ORDER BY sha256) AS chain FROM c;
+GRANT SELECT ON library_chain TO PUBLIC;
 CREATE ROLE tap_restore_reader IN ROLE kvg_user;
 SET SESSION AUTHORIZATION tap_restore_reader;
-SELECT is((SELECT array_agg(sha256 ORDER BY sha256) FROM kvg.artifacts),
-          (SELECT array_agg(p.sha256 ORDER BY p.sha256) FROM kvg.published_artifacts() p),
+SELECT is((SELECT array_agg(sha256 ORDER BY sha256) FROM kvg.artifacts), (SELECT chain FROM library_chain),
           'another user sees only the library''s chain');
 RESET SESSION AUTHORIZATION;
 
