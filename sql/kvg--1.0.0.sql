@@ -1024,9 +1024,10 @@ COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
 -- and published artifacts, nothing else; kvg_auditor reads all; the owner
 -- and superusers are not subject to the policies. The C code checks a named
 -- artifact (and prefix reuse finds links) with a query under these policies.
--- With the owner's rights (extension/src/artifact_access.cpp), like every
--- read kvg's C code makes of kvg.artifacts, so that the policy below can
--- call it without applying itself again; under the latest committed state.
+-- kvg.artifact_published reads with the owner's rights
+-- (extension/src/artifact_access.cpp), like every read kvg's C code makes of
+-- kvg.artifacts, so that the policy below can call it without applying
+-- itself again; under the latest committed state.
 CREATE FUNCTION kvg.artifact_published(artifact text) RETURNS boolean
 AS 'MODULE_PATHNAME', 'kvg_artifact_published' LANGUAGE C STABLE STRICT;
 COMMENT ON FUNCTION kvg.artifact_published(text) IS
