@@ -7,7 +7,7 @@
 -- Owners are session users, so each user here is a SET SESSION
 -- AUTHORIZATION (SET ROLE keeps the superuser as the session user).
 BEGIN;
-SELECT plan(38);
+SELECT plan(39);
 \ir small_model.psql
 SET LOCAL kvg.prefix_reuse = on;
 
@@ -118,6 +118,8 @@ SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (SELECT sha256 FRO
           (SELECT count(*) FROM chain), 'mallory sees the entry''s artifact and every ancestor of it');
 SELECT is(length(kvg_export(:'published')) > 0, true, 'and exports the entry''s artifact');
 SELECT lives_ok(format('SELECT kvg_generate(%L, 2, %L)', ' The', :'published'), 'and generates after it');
+SELECT throws_ok(format('SELECT kvg_export(%L)', :'alice_child'), '42501', NULL,
+                 'an entry publishes its own chain, nothing else');
 
 -- A transfer answer's link holds alice's question: it is hers, not published.
 SET SESSION AUTHORIZATION tap_alice;
