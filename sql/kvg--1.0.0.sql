@@ -1136,6 +1136,35 @@ COMMENT ON TABLE kvg.knowledge IS
 COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
   'For a function verifier: kvg.function_pin at deposit. NULL (for a function) fails closed: learn it again.';
 
+-- Who reads which artifact (docs/security.md, "Artifacts are private") -----------------------
+-- An artifact's owners are the session users of the calls that stored it and
+-- committed (kvg.artifact_claims.claimed_by; the same bytes stored by two
+-- users belong to both). Published are the artifacts the shared library
+-- names (kvg.knowledge.artifact_sha256) and every ancestor in their chains:
+-- answering from an entry grafts its whole chain. A kvg_user reads its own
+-- and published artifacts, nothing else; kvg_auditor reads all; the owner
+-- and superusers are not subject to the policies. The C code checks a named
+-- artifact (and prefix reuse finds links) with a query under these policies.
+-- kvg.artifact_published reads with the owner's rights
+-- (extension/src/artifact_access.cpp), like every read kvg's C code makes of
+-- kvg.artifacts, so that the policy below can call it without applying
+-- itself again; under the latest committed state.
+CREATE FUNCTION kvg.artifact_published(artifact text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'kvg_artifact_published' LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION kvg.artifact_published(text) IS
+  'Whether every user may read the artifact: a library entry names it or a continuation of it.';
+ALTER TABLE kvg.artifacts ENABLE ROW LEVEL SECURITY;
+-- Own: a claim, found through its index (or hashed, when many rows are
+-- read); published is asked only of a row that is not the reader's own.
+CREATE POLICY artifacts_own_or_published ON kvg.artifacts FOR SELECT TO kvg_user
+  USING (EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = artifacts.sha256 AND c.claimed_by = session_user)
+         OR kvg.artifact_published(sha256));
+CREATE POLICY artifacts_auditor_all ON kvg.artifacts FOR SELECT TO kvg_auditor USING (true);
+-- Who stored what is private too: a claim names an artifact by its hash.
+ALTER TABLE kvg.artifact_claims ENABLE ROW LEVEL SECURITY;
+CREATE POLICY artifact_claims_own ON kvg.artifact_claims FOR SELECT TO kvg_user
+  USING (claimed_by = session_user);
+
 -- An entry states what was verified; replace it by deleting it and learning again.
 CREATE TRIGGER knowledge_immutable BEFORE UPDATE ON kvg.knowledge
   FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
@@ -1319,8 +1348,9 @@ COMMENT ON FUNCTION public.kvg_orphans() IS
 -- Unlinks the objects kvg_orphans() finds without a row (left by a DROP
 -- OWNED, or a restore into a database that held some), deletes the
 -- unreferenced artifacts it finds, and the claims of artifacts no longer
--- stored (and all but the first of an artifact's claims) and their storage
--- charges (deleting an artifact uncharges it: kvg.storage_uncharge); returns how many
+-- stored (and all but the first claim of each owner: the claims say who
+-- owns an artifact, docs/security.md) and their storage charges (deleting
+-- an artifact uncharges it: kvg.storage_uncharge); returns how many
 -- objects and artifacts it removed. Rows without an object are reported,
 -- never deleted: their content is gone, and deciding that is the owner's.
 -- It never waits: an artifact that a running call holds (FOR KEY SHARE, from
@@ -1365,7 +1395,8 @@ BEGIN
   END LOOP;
   DELETE FROM kvg.artifact_claims c
   WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)
-     OR EXISTS (SELECT FROM kvg.artifact_claims d WHERE d.sha256 = c.sha256 AND d.id < c.id);
+     OR EXISTS (SELECT FROM kvg.artifact_claims d
+                WHERE d.sha256 = c.sha256 AND d.claimed_by = c.claimed_by AND d.id < c.id);
   -- A charge the writer made for an artifact that a delete was taking meanwhile.
   PERFORM kvg.storage_release(ARRAY(SELECT c.sha256 FROM kvg.storage_charges c
                                     WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.sha256 = c.sha256)));
@@ -1549,6 +1580,8 @@ GRANT EXECUTE ON FUNCTION
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
   kvg.artifact_cache_stats(),
+  -- Its row-level security policy calls it: the published artifacts.
+  kvg.artifact_published(text),
   -- The C code calls these as the caller (a verifier must run with the
   -- caller's rights); they are harmless to call directly.
   kvg.normalize_question(text),

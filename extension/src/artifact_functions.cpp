@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "engine/artifact_recheck.hpp"
+#include "extension/src/artifact_access.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/settings.hpp"
@@ -58,6 +59,9 @@ KVG_SQL_FUNCTION(kvg_import) {
   LoStore store(spi);
   const auto bytes = bytea_arg(fcinfo, 0);
   const VerifiedArtifact art = verify_artifact(bytes);
+  // Continuing a chain is reading it: an import may not name a parent the
+  // caller could not name itself (docs/security.md).
+  if (art.header.parent) require_readable(spi, *art.header.parent);
   if (const auto bad = first_non_finite_kv(art.header, bytes))
     throw Error(ErrorCode::InvalidArgument, "the artifact holds a non-finite KV value (" + *bad +
                                                 "): no model computes that, so it is refused");
@@ -93,12 +97,14 @@ KVG_SQL_FUNCTION(kvg_import) {
 
 // kvg_export(artifact text) returns bytea: the stored bytes, hash-checked on
 // the way out (an object that no longer matches its identity is an error).
+// Only of an artifact the caller may read (artifact_access.hpp).
 // STRICT; a blank artifact gives NULL (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_export) {
   if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
   const Digest id = digest_arg(fcinfo, 0, "artifact");
   Spi spi;
   LoStore store(spi);
+  require_readable(spi, id);
   const StoredArtifact row = store.require(id);
   uint8_t* data = nullptr;
   const Datum result = bytea_result(row.bytes, &data);
@@ -124,6 +130,7 @@ KVG_SQL_FUNCTION(kvg_artifact_verify) {
   const Digest id = digest_arg(fcinfo, 0, "artifact");
   Spi spi;
   LoStore store(spi);
+  require_readable(spi, id);
   const StoredArtifact row = store.require(id);
   std::string problem;
   try {

@@ -15,6 +15,7 @@
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
 #include "engine/request_limits.hpp"
+#include "extension/src/artifact_access.hpp"
 #include "extension/src/artifact_cache.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
@@ -72,6 +73,7 @@ KVG_SQL_FUNCTION(kvg_capture) {
   EngineCall call;
   const PromptArg prefix(fcinfo, 0, *call.model, "prefix");
   const std::optional<Digest> parent = optional_artifact_arg(fcinfo, 1);
+  if (parent) require_readable(call.spi, *parent);
   Session session(call.model, call.options);
   std::vector<int32_t> prompt;
   Grafted grafted;
@@ -129,6 +131,7 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   check_temperature(temperature, "temperature");  // the CLI's rule too (engine/request_limits.hpp)
 
   EngineCall call;
+  if (artifact) require_readable(call.spi, *artifact);
   const PromptArg text(fcinfo, 0, *call.model, "prompt");
   Session session(call.model, call.options);
   const ChainPrompt prompt =
@@ -190,6 +193,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
   EngineCall call;
+  require_readable(call.spi, artifact);
   const PromptArg continuation(fcinfo, 1, *call.model, "continuation");
   const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
   GraftCheckOptions options;
@@ -227,6 +231,7 @@ KVG_SQL_FUNCTION(kvg_tokenize) {
   if (artifact) {
     Spi spi;
     LoStore store(spi);
+    require_readable(spi, *artifact);
     const std::vector<int32_t> chain =
         chain_tokens(*artifact, [&store](const Digest& id) { return open_through_cache(store, id); });
     ids = text.after(*model, chain);

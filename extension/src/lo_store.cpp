@@ -201,7 +201,9 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
       throw Error(ErrorCode::Internal, "artifact " + hex + " is not stored after storing it");
   }
   // The claim commits or rolls back with the caller (docs/audit-chain.md).
-  spi_.run("INSERT INTO kvg.artifact_claims (sha256, claimed_by) VALUES ($1, $2::name)", {hex, values[7]});
+  // It makes the session user an owner of the artifact, who may read it
+  // (docs/security.md): the session user, so that SET ROLE changes nothing.
+  spi_.run("INSERT INTO kvg.artifact_claims (sha256, claimed_by) VALUES ($1, session_user)", {hex});
 }
 
 Digest LoStore::put(ByteSource& src, const ArtifactMeta& meta, Provenance provenance) {
@@ -281,7 +283,10 @@ std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std:
   }
   hashes += '}';
   const std::string fingerprint = to_hex(model_fingerprint);
-  OwnerRights owner;
+  // With the caller's own rights, not the owner's: the row-level security
+  // policies on kvg.artifacts offer only the links the caller may read (its
+  // own and published ones; docs/security.md), so that which prompts other
+  // users stored cannot be timed through what a call grafts.
   // Two statements rather than IS NOT DISTINCT FROM, which no index serves.
   const std::vector<SqlRow> rows =
       parent ? spi_.run_latest("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "

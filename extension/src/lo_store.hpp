@@ -17,7 +17,8 @@
 //
 // Large objects are read and written in 4 MB chunks: every read starts an
 // index scan of pg_largeobject (2 KB pages), so small reads cost far more.
-// All work happens with the owner's rights (owner_rights.hpp).
+// All work happens with the owner's rights (owner_rights.hpp), except the
+// prefix-reuse lookup (links), which sees only what the caller may read.
 #pragma once
 
 #include <cstdint>
@@ -117,7 +118,9 @@ class LoStore final : public ArtifactStore {
   // model and recipe continuing `parent` (roots when nullopt) whose own token
   // hash is one of `tokens_sha256`, ordered by identity. Reads the catalog
   // only. Untrusted links are never offered: a forged artifact under the
-  // same tokens must not stand in for the engine's own KV.
+  // same tokens must not stand in for the engine's own KV; nor are links the
+  // caller may not read (artifact_access.hpp): it runs with the caller's
+  // rights, under kvg.artifacts' row-level security.
   std::vector<StoredLink> links(const std::optional<Digest>& parent, std::span<const Digest> tokens_sha256,
                                 const Digest& model_fingerprint, const std::string& recipe);
 

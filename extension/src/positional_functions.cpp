@@ -13,6 +13,7 @@
 #include "engine/output_text.hpp"
 #include "engine/positional_compose.hpp"
 #include "engine/prompt.hpp"
+#include "extension/src/artifact_access.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -96,6 +97,7 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   check_max_tokens(max_tokens);
 
   EngineCall call;
+  for (const Digest& block : blocks) require_readable(call.spi, block);
   const std::string text = prompt_text_arg(fcinfo, 1, *call.model, "prompt");
   Session session(call.model, call.options);
   const auto began = std::chrono::steady_clock::now();

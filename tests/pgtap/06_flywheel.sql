@@ -16,6 +16,8 @@ CREATE FUNCTION pg_temp.stored() RETURNS text LANGUAGE sql AS $$
   -- do its artifacts, committed by the audit writer but claimed by nobody
   -- (kvg_vacuum collects them: docs/audit-chain.md, "Artifacts"): what is
   -- left is counted apart from those.
+  -- Counted as the superuser sees it (RESET ROLE): a kvg_user sees
+  -- only its own and published artifacts (docs/security.md, section 9).
   SELECT format('%s entries, %s claimed artifacts, %s large objects of no artifact, '
                 '%s audit rows of callers not rolled back',
                 (SELECT count(*) FROM kvg.knowledge), (SELECT count(DISTINCT sha256) FROM kvg.artifact_claims),
@@ -70,7 +72,9 @@ SELECT is((SELECT count(*) FROM kvg.knowledge WHERE question = 'What colour was 
           'still one entry');
 
 -- Every call rolls back with its transaction: entry, artifacts, large objects, audit rows.
+RESET ROLE;
 SELECT pg_temp.stored() AS before \gset
+SET ROLE tap_learner;
 SAVEPOINT learn;
 SELECT lives_ok(format('SELECT public.kvg_learn(%L, ''contains'', %L, %L)', 'Where did Sam play?',
                        'Sam went to the park. At the park, Sam played with his truck.', 'park'), 'a kvg_author learns');
@@ -83,7 +87,9 @@ JOIN pg_largeobject_metadata m ON m.oid = a.loid, pg_namespace n
 WHERE k.question = 'Where did Sam play?' AND n.nspname = 'kvg';
 SET ROLE tap_learner;
 ROLLBACK TO learn;
+RESET ROLE;
 SELECT is(pg_temp.stored(), :'before', 'a rolled-back kvg_learn leaves nothing');
+SET ROLE tap_learner;
 
 SAVEPOINT answer;
 SELECT count(*) AS artifacts_before FROM kvg.artifacts \gset
@@ -91,7 +97,9 @@ SELECT is(mode, 'transfer', 'a related question is a transfer')
 FROM public.kvg_answer_detail('Mia wore her green hat to', 8);
 SELECT is((SELECT count(*) FROM kvg.artifacts), :artifacts_before::bigint + 1, 'which stores its composition as a chain link');
 ROLLBACK TO answer;
+RESET ROLE;
 SELECT is(pg_temp.stored(), :'before', 'a rolled-back kvg_answer leaves nothing');
+SET ROLE tap_learner;
 
 SAVEPOINT solve;
 SELECT is(count(*), 2::bigint, 'kvg_solve reports each attempt')
@@ -99,7 +107,9 @@ FROM public.kvg_solve('The cat sat on the', 'regex:^zzz', 4, 2);
 SELECT is((SELECT count(*) FROM kvg.audit WHERE operation = 'solve' AND role = 'tap_learner'), 2::bigint,
           'one audit row per attempt');
 ROLLBACK TO solve;
+RESET ROLE;
 SELECT is(pg_temp.stored(), :'before', 'a rolled-back kvg_solve leaves nothing');
+SET ROLE tap_learner;
 
 -- One audit row per call, naming the role, with its output.
 SELECT public.kvg_answer('What colour was Mia''s hat?', 4) \g /dev/null

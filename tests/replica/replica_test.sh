@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Read replicas, the real thing: a primary and a hot standby made with
 # pg_basebackup -R, streaming over a Unix socket (docs/scale-out.md).
-#   - the same answer bytes on both; artifacts export and verify on the standby
+#   - the same answer bytes on both; artifacts export and verify on the standby,
+#     for their owners only (another user is refused, 42501)
 #   - the standby's audit rows are on the primary, in one chain that verifies,
 #     with the standby's role and hashes; one forwarding connection per backend
 #   - writes are refused on the standby (25006), a missing or bad
@@ -72,7 +73,9 @@ echo "replica test: primary on port $pport, standby on port $sport, data in $dir
 pair_create "$model" "fsync = off" || exit 1
 q="What color is the sky?"
 p -c "SELECT kvg_learn('$q', 'contains', 'The sky is blue.', 'blue')" >/dev/null || exit 1
-artifact=$(p -c "SELECT kvg_capture('Once upon a time')") || exit 1
+# replica_alice's: artifacts are private to who stored them (docs/security.md).
+artifact=$(p -U replica_alice -c "SELECT kvg_capture('Once upon a time')") || exit 1
+p -c "CREATE ROLE replica_mallory IN ROLE kvg_user" >/dev/null || exit 1
 # A function verifier: on the standby too it runs in a worker of its own, as
 # kvg_verifier (read-only there; its transaction is rolled back anyway).
 vq="Who runs the replica verifier?"
@@ -105,6 +108,9 @@ is "... and it passed: it ran, as kvg_verifier" "$standby_verdict" t
 is "kvg_artifact_verify on the standby" "$(s -c "SELECT (kvg_artifact_verify('$artifact')).ok")" t
 export_md5="SELECT md5(kvg_export('$artifact'))"
 is "kvg_export gives the same bytes on the standby" "$(s -c "$export_md5")" "$(p -c "$export_md5")"
+err=$(error "$sport" "SET SESSION AUTHORIZATION replica_mallory" "SELECT kvg_export('$artifact')")
+[[ "$err" == "42501: artifact $artifact is not stored, or is not yours to read"* ]]
+ok "on the standby too, another user's kvg_export of replica_alice's capture is refused (42501)" $? "$err"
 is "kvg_graft_check on the standby is exact" \
   "$(s -c "SELECT exact FROM kvg_graft_check('$artifact', ' there was')")" t
 

@@ -31,6 +31,21 @@ FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is(tokens_prefilled, 1, 'and computes only the last prompt token again')
 FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is((public.kvg_audit_verify()).ok, true, 'the restored chain verifies');
+-- Owners and the library's publication come through (docs/security.md, section 9).
+SELECT is((SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS (SELECT FROM kvg.artifact_claims c
+           WHERE c.sha256 = a.sha256 AND c.claimed_by = 'postgres')), 0::bigint,
+          'every restored artifact keeps its owner''s claim');
+CREATE TEMP TABLE library_chain ON COMMIT DROP AS
+  WITH RECURSIVE c AS (SELECT a.sha256, a.parent_sha256 FROM kvg.artifacts a JOIN kvg.knowledge k
+                       ON k.artifact_sha256 = a.sha256
+                       UNION SELECT a.sha256, a.parent_sha256 FROM kvg.artifacts a JOIN c ON a.sha256 = c.parent_sha256)
+  SELECT array_agg(sha256 ORDER BY sha256) AS chain FROM c;
+GRANT SELECT ON library_chain TO PUBLIC;
+CREATE ROLE tap_restore_reader IN ROLE kvg_user;
+SET SESSION AUTHORIZATION tap_restore_reader;
+SELECT is((SELECT array_agg(sha256 ORDER BY sha256) FROM kvg.artifacts), (SELECT chain FROM library_chain),
+          'another user sees only the library''s chain');
+RESET SESSION AUTHORIZATION;
 
 SELECT max(id) AS last_id, (SELECT row_hash FROM kvg.audit ORDER BY id DESC LIMIT 1) AS last_hash
 FROM kvg.audit \gset
