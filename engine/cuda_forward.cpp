@@ -1,6 +1,6 @@
-// The forward pass on the GPU: the same steps, in the same order, as
-// engine/forward.cpp, each a kernel from kernels/cuda that reproduces its CPU
-// counterpart bit for bit. Only the data movement differs: K and V are
+// The CUDA executor: the model's plan (engine/layer_plan.hpp), the same steps
+// in the same order as the CPU executor (engine/forward.cpp), each a kernel
+// from kernels/cuda that reproduces its CPU counterpart bit for bit. Only the data movement differs: K and V are
 // written straight into a device mirror of the KV cache, laid out position-
 // major ([position][layer][K | V][kv_width]) so that the rows of one forward
 // travel to and from the host in a single copy.
@@ -31,6 +31,11 @@
 
 namespace kvg {
 
+// Every step of a plan runs here: a new entry of LayerPlan or ForwardPlan
+// changes their size and stops the build until it runs here too.
+static_assert(sizeof(LayerPlan) == 32 && sizeof(ForwardPlan) == 152,
+              "a new plan entry (engine/layer_plan.hpp): run it in the CUDA executor");
+
 namespace {
 
 // A model's weights on the device. Matrices keep their storage format; a
@@ -47,15 +52,22 @@ struct DeviceWeights {
     const float* k_norm = nullptr;
     const float* attn_post_norm = nullptr;  // when config().post_norms
     const float* ffn_post_norm = nullptr;
+    const float* attn_norm_b = nullptr;  // LayerNorm biases and the output and FFN biases (NormKind::LayerWithBias)
+    const float* ffn_norm_b = nullptr;
+    const float* bo = nullptr;
+    const float* b_up = nullptr;
+    const float* b_down = nullptr;
   };
   WeightMatrix token_embedding, output;
   const float* output_norm = nullptr;
+  const float* output_norm_b = nullptr;
   std::vector<Layer> layers;
 
   explicit DeviceWeights(const Model& model) {
     cuda::Stream stream;
     std::map<const uint8_t*, WeightMatrix> uploaded;  // host bytes -> device view
     auto matrix = [&](const WeightMatrix& w) {
+      if (!w.data) return WeightMatrix{};  // a matrix the model does not have (starcoder2's FFN gate)
       auto it = uploaded.find(w.data);
       if (it != uploaded.end()) return it->second;
       matrices_.push_back(cuda::upload_matrix(w, stream));
@@ -69,11 +81,13 @@ struct DeviceWeights {
     token_embedding = matrix(model.token_embedding());
     output = matrix(model.output());
     output_norm = floats(model.output_norm());
+    output_norm_b = floats(model.output_norm_bias());
     for (const LayerWeights& l : model.layers())
       layers.push_back(Layer{matrix(l.wq), matrix(l.wk), matrix(l.wv), matrix(l.wo), matrix(l.w_gate),
                              matrix(l.w_up), matrix(l.w_down), floats(l.attn_norm), floats(l.ffn_norm),
                              floats(l.bq), floats(l.bk), floats(l.bv), floats(l.q_norm), floats(l.k_norm),
-                             floats(l.attn_post_norm), floats(l.ffn_post_norm)});
+                             floats(l.attn_post_norm), floats(l.ffn_post_norm), floats(l.attn_norm_b),
+                             floats(l.ffn_norm_b), floats(l.bo), floats(l.b_up), floats(l.b_down)});
     stream.synchronize();  // complete before any other stream reads them
   }
 
@@ -88,12 +102,17 @@ struct DeviceWeights {
 // call, so a finished CudaForward hands its workspace to the next one of the
 // same model instead of freeing and re-allocating it all (and the rotary
 // tables, which depend on the model only, stay uploaded).
+// A rotary table on the device: rows [0, filled) of RopeTable angles.
+struct DeviceRope {
+  cuda::DeviceBuffer cos, sin;
+  int64_t capacity = 0, filled = 0;
+};
+
 struct Workspace {
   cuda::Stream stream;
   cuda::DeviceBuffer kv;
   int64_t kv_capacity = 0;
-  cuda::DeviceBuffer rope_cos, rope_sin;
-  int64_t rope_capacity = 0, rope_filled = 0;
+  DeviceRope rope, rope_local;  // the plan's global and sliding-layer tables
   cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
   int64_t scratch_tokens = 0, logits_rows = 0;
   cuda::DeviceBuffer q8_activations;  // q8-portable-v1: the quantized input of each product
@@ -144,7 +163,8 @@ int64_t grown_capacity(int64_t current, int64_t needed, int64_t limit) {
 
 struct CudaForward::Impl {
   std::shared_ptr<const Model> model;
-  const ModelConfig& c;
+  const ModelConfig& c;  // the shapes; what is computed is the plan's
+  const ForwardPlan& plan;
   int64_t max_positions;
   Recipe recipe;
   // q8-portable-v1: block-quantized matrices multiply int8 activations.
@@ -165,7 +185,7 @@ struct CudaForward::Impl {
   const int64_t q_width = int64_t(c.n_head) * c.head_dim;
   const int64_t kv_width = c.kv_row_floats();
   const int64_t position_floats = int64_t(c.n_layer) * 2 * kv_width;  // one position's row in the mirror
-  const int rope_pairs = c.rope_dim / 2;
+  const int rope_pairs = plan.rope.dim / 2;
 
   // The device mirror of the KV cache: [0, valid) equals host_cache rows.
   // A reused workspace's rows belong to another session: valid starts at 0.
@@ -174,11 +194,12 @@ struct CudaForward::Impl {
   int64_t valid = 0;
   const KvCache* mirrored = nullptr;  // the host cache `valid` refers to
 
-  // Rotary tables for positions [0, rope_filled), computed on the host by
-  // RopeTable (part of the recipe) and uploaded once per position.
-  RopeTable rope = rope_table_for(c, false);
-  cuda::DeviceBuffer &rope_cos = ws->rope_cos, &rope_sin = ws->rope_sin;
-  int64_t &rope_capacity = ws->rope_capacity, &rope_filled = ws->rope_filled;
+  // Rotary tables computed on the host by RopeTable (part of the recipe) and
+  // uploaded once per position; the local one only when a layer uses it.
+  RopeTable rope = plan.rope.table();
+  RopeTable rope_local = plan.rope_local.table();
+  bool uses_local_rope = std::any_of(plan.layers.begin(), plan.layers.end(),
+                                     [](const LayerPlan& l) { return l.local_rope; });
 
   // Activations for up to scratch_tokens tokens.
   cuda::DeviceBuffer &tokens_d = ws->tokens_d, &x = ws->x, &xn = ws->xn, &q = ws->q, &attn = ws->attn,
@@ -190,7 +211,7 @@ struct CudaForward::Impl {
   cuda::PinnedBuffer &kv_up = ws->kv_up, &rope_up = ws->rope_up, &tokens_up = ws->tokens_up, &down = ws->down;
 
   Impl(std::shared_ptr<const Model> m, int64_t limit, Recipe r, size_t staging)
-      : model(std::move(m)), c(model->config()), max_positions(limit), recipe(r),
+      : model(std::move(m)), c(model->config()), plan(model->plan()), max_positions(limit), recipe(r),
         staging_bytes(std::max<size_t>(staging, 1)), kv_rounding(kv_rounding_of(r.kv)),
         resident(resident_for(model)),
         device(cuda::device_description()) {}
@@ -212,24 +233,24 @@ struct CudaForward::Impl {
     kv_capacity = capacity;
   }
 
-  // Returns the rows filled once the stream has run (rope_filled advances
-  // only after the forward's final synchronisation).
-  int64_t ensure_rope(int64_t positions) {
-    if (positions > rope_capacity) {
-      const int64_t capacity = grown_capacity(rope_capacity, positions, max_positions);
+  // Returns the rows filled once the stream has run (`filled` advances only
+  // after the forward's final synchronisation).
+  int64_t ensure_rope(DeviceRope& d, const RopeTable& table, int64_t positions) {
+    if (positions > d.capacity) {
+      const int64_t capacity = grown_capacity(d.capacity, positions, max_positions);
       const size_t bytes = size_t(capacity * rope_pairs) * sizeof(float);
       cuda::DeviceBuffer cos_d(bytes), sin_d(bytes);
-      const size_t kept = size_t(rope_filled * rope_pairs) * sizeof(float);
-      cuda::copy_on_device(cos_d.data(), rope_cos.data(), kept, stream);
-      cuda::copy_on_device(sin_d.data(), rope_sin.data(), kept, stream);
+      const size_t kept = size_t(d.filled * rope_pairs) * sizeof(float);
+      cuda::copy_on_device(cos_d.data(), d.cos.data(), kept, stream);
+      cuda::copy_on_device(sin_d.data(), d.sin.data(), kept, stream);
       stream.synchronize();
-      rope_cos = std::move(cos_d);
-      rope_sin = std::move(sin_d);
-      rope_capacity = capacity;
+      d.cos = std::move(cos_d);
+      d.sin = std::move(sin_d);
+      d.capacity = capacity;
     }
-    if (positions <= rope_filled || rope_pairs == 0) return std::max(rope_filled, positions);
+    if (positions <= d.filled || rope_pairs == 0) return std::max(d.filled, positions);
     // Through rope_up in chunks of at most staging_bytes, like the KV rows.
-    const int64_t count = positions - rope_filled;
+    const int64_t count = positions - d.filled;
     const int64_t per = std::min(count, units_per_chunk(2 * rope_pairs));
     rope_up.fit(size_t(2 * per * rope_pairs) * sizeof(float));
     for (int64_t start = 0; start < count; start += per) {
@@ -238,10 +259,10 @@ struct CudaForward::Impl {
       float* cos_h = rope_up.as<float>();
       float* sin_h = cos_h + k * rope_pairs;
       for (int64_t i = 0; i < k; ++i)
-        rope.angles(rope_filled + start + i, cos_h + i * rope_pairs, sin_h + i * rope_pairs);
-      const size_t offset = size_t((rope_filled + start) * rope_pairs);
-      cuda::copy_to_device(rope_cos.as<float>() + offset, cos_h, size_t(k * rope_pairs) * sizeof(float), stream);
-      cuda::copy_to_device(rope_sin.as<float>() + offset, sin_h, size_t(k * rope_pairs) * sizeof(float), stream);
+        table.angles(d.filled + start + i, cos_h + i * rope_pairs, sin_h + i * rope_pairs);
+      const size_t offset = size_t((d.filled + start) * rope_pairs);
+      cuda::copy_to_device(d.cos.as<float>() + offset, cos_h, size_t(k * rope_pairs) * sizeof(float), stream);
+      cuda::copy_to_device(d.sin.as<float>() + offset, sin_h, size_t(k * rope_pairs) * sizeof(float), stream);
     }
     return positions;
   }
@@ -377,7 +398,11 @@ struct CudaForward::Impl {
 
     ensure_kv(p0 + n);
     upload_missing(host, p0);
-    const int64_t rope_after = ensure_rope(p0 + n);
+    const int64_t rope_after = ensure_rope(ws->rope, rope, p0 + n);
+    // The local table's rows go through rope_up after the global one's: wait
+    // for those copies before overwriting it.
+    if (uses_local_rope) stream.synchronize();
+    const int64_t local_after = uses_local_rope ? ensure_rope(ws->rope_local, rope_local, p0 + n) : 0;
     ensure_scratch(n, rows);
     tokens_up.fit(size_t(n) * sizeof(int32_t));
     std::memcpy(tokens_up.data(), tokens.data(), size_t(n) * sizeof(int32_t));
@@ -385,11 +410,10 @@ struct CudaForward::Impl {
 
     run_layers(n, p0);
     if (rows > 0) {
-      cuda::rmsnorm(x.as<float>() + first * c.n_embd, weights->output_norm, rows, c.n_embd, c.norm_eps, xn.as<float>(),
-                    stream);
+      norm(x.as<float>() + first * c.n_embd, weights->output_norm, weights->output_norm_b, rows, xn.as<float>());
       const cuda::MatmulOutput head[1] = {{weights->output, logits_d.as<float>(), c.n_vocab}};
       product(head, xn.as<float>(), c.n_embd, rows);
-      if (c.final_softcap > 0) cuda::softcap_inplace(logits_d.as<float>(), c.final_softcap, rows * c.n_vocab, stream);
+      if (plan.final_softcap > 0) cuda::softcap_inplace(logits_d.as<float>(), plan.final_softcap, rows * c.n_vocab, stream);
     }
 
     // New KV rows, then logits: in one staging buffer and one wait when they
@@ -425,92 +449,97 @@ struct CudaForward::Impl {
     }
     // Only now is the device work known to be done: the mirror and the rotary
     // table grow their valid ranges here and nowhere earlier.
-    rope_filled = rope_after;
+    ws->rope.filled = rope_after;
+    if (uses_local_rope) ws->rope_local.filled = local_after;
     valid = p0 + n;
   }
 
-  // The layers of engine/forward.cpp, step for step.
+  // The plan's layers (engine/layer_plan.hpp), each step a kernel.
   void run_layers(int64_t n, int64_t p0) {
     const int64_t S = position_floats;
-    const cuda::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale};
-    const float* cos_p0 = rope_cos.as<float>() + p0 * rope_pairs;
-    const float* sin_p0 = rope_sin.as<float>() + p0 * rope_pairs;
     float* xf = x.as<float>();
     float* xnf = xn.as<float>();
 
     cuda::embed_rows(weights->token_embedding, tokens_d.as<int32_t>(), n, xf, stream);
-    if (c.embed_scale) cuda::scale_inplace(xf, std::sqrt(float(c.n_embd)), n * c.n_embd, stream);
+    if (plan.embed_scale > 0) cuda::scale_inplace(xf, plan.embed_scale, n * c.n_embd, stream);
     for (int l = 0; l < c.n_layer; ++l) {
       const DeviceWeights::Layer& w = weights->layers[size_t(l)];
+      const LayerPlan& step = plan.layers[size_t(l)];
+      const DeviceRope& rope_rows = step.local_rope ? ws->rope_local : ws->rope;
+      const float* cos_p0 = rope_rows.cos.as<float>() + p0 * rope_pairs;
+      const float* sin_p0 = rope_rows.sin.as<float>() + p0 * rope_pairs;
+      const cuda::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, plan.attn_scale, step.window,
+                                       step.attn_softcap};
       // Attention block; K and V land directly in the mirror at p0.
-      cuda::rmsnorm(xf, w.attn_norm, n, c.n_embd, c.norm_eps, xnf, stream);
+      norm(xf, w.attn_norm, w.attn_norm_b, n, xnf);
       float* k_new = k_rows(l) + p0 * S;
       float* v_new = v_rows(l) + p0 * S;
       const cuda::MatmulOutput qkv[3] = {{w.wq, q.as<float>(), q_width}, {w.wk, k_new, S}, {w.wv, v_new, S}};
       product(qkv, xnf, c.n_embd, n);
-      if (c.qkv_bias) {
+      if (step.qkv_bias) {
         cuda::add_to_rows(q.as<float>(), n, q_width, w.bq, q_width, stream);
         cuda::add_to_rows(k_new, n, S, w.bk, kv_width, stream);
         cuda::add_to_rows(v_new, n, S, w.bv, kv_width, stream);
       }
-      if (c.qk_norm) {
-        cuda::rmsnorm_heads(q.as<float>(), n, q_width, c.n_head, c.head_dim, w.q_norm, c.norm_eps, stream);
-        cuda::rmsnorm_heads(k_new, n, S, c.n_head_kv, c.head_dim, w.k_norm, c.norm_eps, stream);
+      if (step.qk_norm) {
+        cuda::rmsnorm_heads(q.as<float>(), n, q_width, c.n_head, c.head_dim, w.q_norm, plan.norm_eps, stream);
+        cuda::rmsnorm_heads(k_new, n, S, c.n_head_kv, c.head_dim, w.k_norm, plan.norm_eps, stream);
       }
-      cuda::apply_rope(q.as<float>(), n, q_width, c.n_head, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
-      cuda::apply_rope(k_new, n, S, c.n_head_kv, c.head_dim, c.rope_dim, cos_p0, sin_p0, c.rope_style, stream);
+      cuda::apply_rope(q.as<float>(), n, q_width, c.n_head, c.head_dim, plan.rope.dim, cos_p0, sin_p0, plan.rope_style,
+                       stream);
+      cuda::apply_rope(k_new, n, S, c.n_head_kv, c.head_dim, plan.rope.dim, cos_p0, sin_p0, plan.rope_style, stream);
       // Under a compact KV storage the mirror holds the rounded rows (forward.cpp).
       cuda::round_kv_rows(kv_rounding, k_new, n, S, c.n_head_kv, c.head_dim, stream);
       cuda::round_kv_rows(kv_rounding, v_new, n, S, c.n_head_kv, c.head_dim, stream);
       cuda::attention(q.as<float>(), q_width, k_rows(l), v_rows(l), S, shape, p0, n, attn.as<float>(), q_width, stream);
       const cuda::MatmulOutput o[1] = {{w.wo, proj.as<float>(), c.n_embd}};
       product(o, attn.as<float>(), q_width, n);
-      add_residual(w.attn_post_norm, n);
+      if (step.out_bias) cuda::add_to_rows(proj.as<float>(), n, c.n_embd, w.bo, c.n_embd, stream);
+      add_residual(step.post_norms ? w.attn_post_norm : nullptr, n);
 
-      // Feed-forward block (SwiGLU).
-      cuda::rmsnorm(xf, w.ffn_norm, n, c.n_embd, c.norm_eps, xnf, stream);
-      const cuda::MatmulOutput gate_up[2] = {{w.w_gate, gate.as<float>(), c.n_ff}, {w.w_up, up.as<float>(), c.n_ff}};
-      product(gate_up, xnf, c.n_embd, n);
-      if (c.ffn_activation == FfnActivation::GeluTanh)
-        cuda::geglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
-      else
-        cuda::swiglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
+      // Feed-forward block.
+      norm(xf, w.ffn_norm, w.ffn_norm_b, n, xnf);
+      if (step.ffn == FfnKind::GeluBiased) {
+        const cuda::MatmulOutput up_proj[1] = {{w.w_up, gate.as<float>(), c.n_ff}};
+        product(up_proj, xnf, c.n_embd, n);
+        cuda::add_to_rows(gate.as<float>(), n, c.n_ff, w.b_up, c.n_ff, stream);
+        cuda::gelu_inplace(gate.as<float>(), n * c.n_ff, stream);
+      } else {
+        const cuda::MatmulOutput gate_up[2] = {{w.w_gate, gate.as<float>(), c.n_ff}, {w.w_up, up.as<float>(), c.n_ff}};
+        product(gate_up, xnf, c.n_embd, n);
+        if (step.ffn == FfnKind::GeGluTanh)
+          cuda::geglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
+        else
+          cuda::swiglu(gate.as<float>(), up.as<float>(), gate.as<float>(), n * c.n_ff, stream);
+      }
       const cuda::MatmulOutput down_proj[1] = {{w.w_down, proj.as<float>(), c.n_embd}};
       product(down_proj, gate.as<float>(), c.n_ff, n);
-      add_residual(w.ffn_post_norm, n);
+      if (step.ffn == FfnKind::GeluBiased) cuda::add_to_rows(proj.as<float>(), n, c.n_embd, w.b_down, c.n_embd, stream);
+      add_residual(step.post_norms ? w.ffn_post_norm : nullptr, n);
     }
+  }
+
+  // The block and output norms: RMSNorm, or LayerNorm with its bias (forward.cpp's norm_row).
+  void norm(const float* in, const float* w, const float* b, int64_t rows, float* out) {
+    if (plan.norm == NormKind::LayerWithBias)
+      cuda::layernorm(in, w, b, rows, c.n_embd, plan.norm_eps, out, stream);
+    else
+      cuda::rmsnorm(in, w, rows, c.n_embd, plan.norm_eps, out, stream);
   }
 
   // x += proj, or x += rmsnorm(proj) with a post-norm (forward.cpp's add_residual).
   void add_residual(const float* post_norm, int64_t n) {
     const float* delta = proj.as<float>();
     if (post_norm) {
-      cuda::rmsnorm(proj.as<float>(), post_norm, n, c.n_embd, c.norm_eps, xn.as<float>(), stream);
+      cuda::rmsnorm(proj.as<float>(), post_norm, n, c.n_embd, plan.norm_eps, xn.as<float>(), stream);
       delta = xn.as<float>();
     }
     cuda::add_inplace(x.as<float>(), delta, n * c.n_embd, stream);
   }
 };
 
-// What the CPU forward pass does that these kernels do not yet: such a model
-// is refused here by name (under device=auto the session then runs on the
-// CPU, with the same bits the GPU would owe it).
-// (The CUDA attention kernel has neither a window nor soft-capping yet, and
-// the device keeps one rotary table.)
-static std::string missing_on_gpu(const ModelConfig& c) {
-  if (c.layer_norm) return "LayerNorm, output and FFN biases and an ungated FFN";
-  if (c.attn_softcap > 0) return "attention logit soft-capping";
-  if (c.sliding_window > 0) return "sliding-window attention";
-  if (c.rope_base_local > 0) return "per-layer rope bases";
-  return {};
-}
-
 CudaForward::CudaForward(std::shared_ptr<const Model> model, int64_t max_positions, Recipe recipe,
                          size_t staging_bytes) {
-  if (const std::string missing = missing_on_gpu(model->config()); !missing.empty())
-    throw Error(ErrorCode::Unsupported, "CUDA forward: architecture '" + model->config().architecture + "' needs " +
-                                            missing + ", which the CUDA forward pass does not implement yet "
-                                            "(device=cpu or auto runs it on the CPU)");
   std::string why;
   if (!cuda_device_available(&why)) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + why);
   if (model->config().head_dim > 512)

@@ -218,6 +218,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     for (const float f : c.rope_freq_factors)
       if (!(f >= 1.0f && f <= 1e6f)) fail("rope_freqs.weight holds " + std::to_string(f) + ", outside [1, 1e6]");
   }
+  model->plan_ = plan_for(c);  // the config is complete: a combination no executor runs is refused here
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights w;

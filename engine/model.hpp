@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/layer_plan.hpp"
 #include "engine/model_config.hpp"
 #include "engine/tokenizer.hpp"
 #include "kernels/cpu/weights.hpp"
@@ -37,6 +38,8 @@ class Model {
   static std::shared_ptr<const Model> load(const std::string& path);
 
   const ModelConfig& config() const { return config_; }
+  // What every layer computes, for the executors (engine/layer_plan.hpp).
+  const ForwardPlan& plan() const { return plan_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& path() const { return path_; }
   // SHA-256 of the GGUF file's bytes: it binds weights, hyper-parameters and
@@ -70,6 +73,7 @@ class Model {
   std::shared_ptr<const gguf::File> file_;
   std::string path_;
   ModelConfig config_;
+  ForwardPlan plan_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::array<uint8_t, 32> fingerprint_{};
   uint64_t parameter_count_ = 0;

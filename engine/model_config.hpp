@@ -70,10 +70,4 @@ struct ModelConfig {
   int64_t window(int layer) const { return layer_slides(layer) ? sliding_window : 0; }
 };
 
-// The rotary table of global layers (local = false) or of sliding layers.
-inline RopeTable rope_table_for(const ModelConfig& c, bool local) {
-  if (local && c.rope_base_local > 0) return RopeTable(c.rope_dim, c.rope_base_local, {}, 1.0);
-  return RopeTable(c.rope_dim, c.rope_base, c.rope_freq_factors, c.rope_freq_scale);
-}
-
 }  // namespace kvg

@@ -95,9 +95,12 @@ class Session {
   int64_t mapped_end() const { return cache_.first_position(); }
 
  private:
-  struct Scratch;
+  struct Scratch;  // the CPU executor's activations (engine/forward.cpp)
   void check_tokens(std::span<const int32_t> tokens) const;
-  void add_residual(const std::vector<float>& post_norm, int64_t n, Isa isa);
+  // The CPU executor (engine/forward.cpp): tokens at n_past().., their KV
+  // rows into cache_; forward() appends them to the history.
+  void forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+  void add_residual(const std::vector<float>* post_norm, int64_t n, Isa isa);
   void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
   void add_bias(float* rows, const std::vector<float>& bias, int64_t n) const;
 
@@ -108,7 +111,7 @@ class Session {
   RopeTable rope_local_;  // sliding-window layers (the same table unless the model gives them their own base)
   KvCache cache_;
   std::vector<int32_t> tokens_;
-  std::shared_ptr<Scratch> scratch_;
+  std::shared_ptr<Scratch> scratch_;  // made by the CPU executor's first call
   std::shared_ptr<const MappedKv> mapped_;  // the chain positions [0, mapped_end()) are read from
   // Set when the forward pass runs on a GPU (EngineOptions::device); it
   // mirrors cache_, which stays authoritative for capture and graft.

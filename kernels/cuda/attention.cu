@@ -86,7 +86,11 @@ __global__ void __launch_bounds__(kThreads)
   const int head_dim = shape.head_dim;
   const int64_t position = p0 + t;
   const int64_t kv_offset = int64_t(h / (shape.n_head / shape.n_head_kv)) * head_dim;
-  const int64_t n_blocks = position / kBlock + 1;
+  // The first key the query sees, and the block holding it: a window's edge
+  // block is entered at that key, as on the CPU.
+  const int64_t lo = shape.window > 0 && position - shape.window + 1 > 0 ? position - shape.window + 1 : 0;
+  const int64_t first_block = lo / kBlock;
+  const int64_t n_blocks = position / kBlock + 1 - first_block;
   const float minus_inf = -__int_as_float(0x7f800000);
 
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) qs[d] = q[t * q_stride + int64_t(h) * head_dim + d];
@@ -99,14 +103,17 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t round = 0; round < n_blocks; round += warps) {
     const int in_round = int(n_blocks - round < warps ? n_blocks - round : warps);
-    const int64_t start = (round + warp) * kBlock;
-    const int n = warp < in_round ? int(position + 1 - start < kBlock ? position + 1 - start : kBlock) : 0;
+    const int64_t block_start = (first_block + round + warp) * kBlock;
+    const int64_t start = block_start > lo ? block_start : lo;
+    const int64_t end = position + 1 < block_start + kBlock ? position + 1 : block_start + kBlock;
+    const int n = warp < in_round ? int(end - start) : 0;
     // 1. Scores, one position per lane, and the block maximum in position order.
     float score = 0.0f;
     if (n > 0) {
       score = __fmul_rn(
           staged_score(qs, k + start * kv_stride + kv_offset, kv_stride, n, head_dim, lane, key_stage[warp]),
           shape.scale);
+      if (shape.softcap > 0.0f) score = detail::softcap_f32(score, shape.softcap);
       if (lane < n) weights[warp][lane] = score;
       __syncwarp();
       if (lane == 0) {

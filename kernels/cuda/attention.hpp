@@ -16,10 +16,15 @@ struct AttentionShape {
   int n_head_kv = 0;  // query head h reads KV head h / (n_head / n_head_kv)
   int head_dim = 0;   // at most 512, as on the CPU
   float scale = 0;    // 1 / sqrt(head_dim), computed by the caller as the CPU does
+  // kernels/cpu/attention.hpp's AttentionExtras: > 0, a query at p sees keys
+  // (p - window, p] only (the blocks stay aligned to absolute positions);
+  // > 0, every score becomes softcap_f32(score, softcap).
+  int64_t window = 0;
+  float softcap = 0;
 };
 
 // For tokens t < n_tokens at absolute positions p0 + t and heads h:
-// out[t * out_stride + h * head_dim + d] = softmax over j <= p0 + t of
+// out[t * out_stride + h * head_dim + d] = softmax over visible j <= p0 + t of
 // (q . k_j) * scale, applied to v_j, where q = q[t * q_stride + h * head_dim ..],
 // k_j = k[j * kv_stride + (h / group) * head_dim ..] and likewise v_j.
 // Device pointers; asynchronous on `stream`.

@@ -57,6 +57,38 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, int64_t n, float 
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), w[i]);
 }
 
+// One block per row: LayerNorm with its bias, as kernels/cpu/ops.cpp's
+// layernorm. The first warp sums the row in the recipe's 16 lanes for the
+// mean, every thread centres its features, then the first warp takes the
+// recipe's dot product of the centred row for the variance (its second
+// half-warp repeating the first's work, as in rmsnorm_kernel).
+__global__ void layernorm_kernel(const float* x, const float* w, const float* b, int64_t n, float eps, float* y) {
+  __shared__ float mean_shared, inv_shared;
+  const int64_t row = int64_t(blockIdx.x);
+  const float* xr = x + row * n;
+  float* yr = y + row * n;
+  const int lane = threadIdx.x % detail::kLanes;
+  if (threadIdx.x < 32) {
+    float acc = 0.0f;
+    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fadd_rn(acc, xr[k]);
+    const float sum = detail::reduce_half_warp(acc);
+    if (threadIdx.x == 0) mean_shared = __fdiv_rn(sum, float(n));
+  }
+  __syncthreads();
+  const float mean = mean_shared;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fsub_rn(xr[i], mean);
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float acc = 0.0f;
+    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fmaf_rn(yr[k], yr[k], acc);
+    const float sum = detail::reduce_half_warp(acc);
+    if (threadIdx.x == 0) inv_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, float(n)), eps)));
+  }
+  __syncthreads();
+  const float inv = inv_shared;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fadd_rn(__fmul_rn(__fmul_rn(yr[i], inv), w[i]), b[i]);
+}
+
 // One thread per (token, head, pair).
 __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, int half,
                             const float* cos, const float* sin, bool adjacent) {
@@ -82,6 +114,10 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 __global__ void geglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = first_index(); i < n; i += index_stride())
     out[i] = __fmul_rn(detail::gelu_tanh_f32(gate[i]), up[i]);
+}
+
+__global__ void gelu_kernel(float* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) x[i] = detail::gelu_tanh_f32(x[i]);
 }
 
 __global__ void scale_kernel(float* x, float s, int64_t n) {
@@ -127,6 +163,14 @@ void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float ep
   detail::check_launch("rmsnorm kernel launch");
 }
 
+void layernorm(const float* x, const float* w, const float* b, int64_t n_rows, int64_t n, float eps, float* y,
+               const Stream& stream) {
+  if (n_rows <= 0) return;
+  if (n_rows > int64_t(0x7fffffff)) throw Error(ErrorCode::Internal, "cuda::layernorm: too many rows");
+  layernorm_kernel<<<unsigned(n_rows), 128, 0, native(stream)>>>(x, w, b, n, eps, y);
+  detail::check_launch("layernorm kernel launch");
+}
+
 void rmsnorm_heads(float* x, int64_t n_tokens, int64_t row_stride, int n_heads, int head_dim, const float* w, float eps,
                    const Stream& stream) {
   const int64_t rows = n_tokens * n_heads;
@@ -146,6 +190,12 @@ void scale_inplace(float* x, float s, int64_t n, const Stream& stream) {
   if (n <= 0) return;
   scale_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(x, s, n);
   detail::check_launch("scale kernel launch");
+}
+
+void gelu_inplace(float* x, int64_t n, const Stream& stream) {
+  if (n <= 0) return;
+  gelu_kernel<<<grid_for(n), kThreads, 0, native(stream)>>>(x, n);
+  detail::check_launch("gelu kernel launch");
 }
 
 void softcap_inplace(float* x, float cap, int64_t n, const Stream& stream) {

@@ -19,6 +19,11 @@ void embed_rows(const WeightMatrix& table, const int32_t* tokens, int64_t n_toke
 // y = (x * (1 / sqrt(dot(x, x) / n + eps))) * w.
 void rmsnorm(const float* x, const float* w, int64_t n_rows, int64_t n, float eps, float* y, const Stream& stream);
 
+// For each of n_rows rows of n floats: LayerNorm with bias b, as
+// kernels/cpu/ops.hpp's layernorm (starcoder2's block and output norms).
+void layernorm(const float* x, const float* w, const float* b, int64_t n_rows, int64_t n, float eps, float* y,
+               const Stream& stream);
+
 // Each head (head_dim floats, n_heads per token, tokens row_stride floats
 // apart) normalised in place with weights w: rmsnorm of kernels/cpu/ops.hpp
 // with n = head_dim (qwen3 / gemma3 q/k norm).
@@ -37,6 +42,9 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n, const Str
 
 // out[i] = gelu_tanh(gate[i]) * up[i]; out may be gate.
 void geglu(const float* gate, const float* up, float* out, int64_t n, const Stream& stream);
+
+// x[i] = gelu_tanh_f32(x[i]) (kernels/cpu/ops.hpp's gelu_inplace).
+void gelu_inplace(float* x, int64_t n, const Stream& stream);
 
 // x[i] = x[i] * s.
 void scale_inplace(float* x, float s, int64_t n, const Stream& stream);
