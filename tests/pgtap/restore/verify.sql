@@ -2,7 +2,7 @@
 -- artifacts, their large objects and the audit chain came through intact,
 -- and the restored extension keeps working.
 BEGIN;
-SELECT plan(15);
+SELECT plan(17);
 \ir ../fixtures.psql
 
 SELECT is((SELECT count(*) FROM kvg.artifacts), 6::bigint, 'six artifacts restored (four imported, two learned)');
