@@ -995,6 +995,13 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaOnSharedModel, ::testing::Values(test::kSto
                                                                                             : std::string("TinyStories656K");
                          });
 
+// A synthetic variant as a test name: "f16-qwen2" -> "f16_qwen2".
+std::string variant_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 class CudaOnSynthModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaOnSynthModel, LogitsHashAndKvEqualCpuForEveryChunking) {
@@ -1007,11 +1014,7 @@ INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModel,
                          ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k", "q4_1", "q5_0",
                                            "q5_1", "q2_k", "q3_k", "q5_k", "f16-qwen2", "f32-llama3", "q8_0-phi3", "f32-qwen3",
                                            "f16-gemma", "f32-gemma2", "f16-gemma3", "f32-starcoder2"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         variant_name);
 
 // q8-portable-v1 (kernels/cuda/matmul_q8): every block-quantized format,
 // and an f32 model, whose products keep f32 arithmetic under it.
@@ -1050,11 +1053,26 @@ TEST_P(CudaOnSynthModelQ8, TheRecipeChoosesTheArithmeticOfQuantizedMatricesOnly)
 INSTANTIATE_TEST_SUITE_P(WeightTypes, CudaOnSynthModelQ8,
                          ::testing::Values("f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
                                            "q5_k", "q6_k", "q8_0-phi3", "q8_0-gemma2", "q8_0-gemma3", "q8_0-starcoder2"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         variant_name);
+
+// Compact KV storage for every family: the rounded rows the GPU mirror holds
+// are the CPU cache's, and so are the logits (plain llama's:
+// CudaSession.CompactKvIsTheCpusBitsAndGraftsAcrossDevices).
+class CudaFamilyCompactKv : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaFamilyCompactKv, LogitsHashAndKvEqualCpuForEveryChunking) {
+  KVG_REQUIRE_GPU();
+  auto model = synth_model(GetParam());
+  for (KvStorage storage : {KvStorage::BF16, KvStorage::I8}) {
+    const Recipe recipe{Arithmetic::F32, storage};
+    expect_gpu_equals_cpu(model, prompt_for(*model, 45), std::string(GetParam()) + " under " + recipe.name(), recipe);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaFamilyCompactKv,
+                         ::testing::Values("f16-qwen2", "f32-llama3", "q8_0-phi3", "f32-qwen3", "f16-gemma", "f32-gemma2",
+                                           "f16-gemma3", "f32-starcoder2"),
+                         variant_name);
 
 // ---------------------------------------------------------------------------
 // Grafts across devices (GPU only), driving CudaForward directly on the host
