@@ -355,11 +355,18 @@ CREATE TRIGGER artifacts_uncharge AFTER DELETE ON kvg.artifacts
   REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION kvg.storage_uncharge();
 
 -- What each role has stored: what kvg.storage_quota bounds.
+-- A role sees its own usage (its session user's: what it is charged);
+-- auditors, the schema's owner and superusers see every role's. What others
+-- store, even its size, is theirs (docs/security.md).
 CREATE VIEW kvg.storage_usage AS
-SELECT role, count(*) AS artifacts, sum(bytes)::bigint AS bytes
-FROM kvg.storage_charges
-GROUP BY role;
-COMMENT ON VIEW kvg.storage_usage IS 'Artifacts and bytes charged to each role: what kvg.storage_quota bounds.';
+SELECT c.role, count(*) AS artifacts, sum(c.bytes)::bigint AS bytes
+FROM kvg.storage_charges c
+WHERE c.role = session_user
+   OR pg_has_role(current_user, 'kvg_auditor', 'USAGE')
+   OR pg_has_role(current_user, (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'kvg'), 'USAGE')
+GROUP BY c.role;
+COMMENT ON VIEW kvg.storage_usage IS
+  'Artifacts and bytes charged to each role: what kvg.storage_quota bounds (a user sees its own row).';
 
 -- Audit trail (docs/audit-chain.md) ----------------------------------------------------------
 -- An audited call hands its row to the audit writer of its database, a

@@ -12,7 +12,7 @@
 -- a tag of this run, and what its second sessions commit is deleted at the
 -- end.
 BEGIN;
-SELECT plan(35);
+SELECT plan(37);
 \ir small_model.psql
 \ir sessions.psql
 
@@ -231,6 +231,13 @@ SELECT is(pg_temp.usage(:'racer'),
           'kvg.storage_usage shows what its committed captures stored');
 
 SELECT dblink_disconnect(c) FROM unnest(ARRAY['r1', 'r2']) c \g /dev/null
+-- What others store, even its size, is theirs.
+SELECT cmp_ok((SELECT count(*) FROM kvg.storage_usage WHERE role <> :'racer'), '>', 0::bigint,
+              'other roles have usage');
+SET SESSION AUTHORIZATION :"racer";
+SELECT is(array_agg(role::text), ARRAY[:'racer'], 'a user sees its own usage and no other role''s')
+FROM kvg.storage_usage;
+RESET SESSION AUTHORIZATION;
 -- Not the one this transaction's kvg_vacuum holds (deleted, uncommitted).
 SELECT sum(d) AS freed FROM dblink('admin', format(
   'SELECT public.kvg_artifact_delete(sha256)::text FROM kvg.storage_charges WHERE role = %L AND sha256 <> %L',
