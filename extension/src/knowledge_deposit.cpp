@@ -102,25 +102,21 @@ namespace {
 // B-tree are per page), so two learners of different questions would fail
 // each other at commit. An insert reads nothing; only learners of the same
 // question meet, in ON CONFLICT. The price: a repeat computes its prompt
-// again, grafted from its stored chain (docs/flywheel.md).
-struct Inserted {
-  std::optional<int64_t> id;  // nullopt: the key is taken
-  std::string key;
-};
-
-Inserted insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry, const EntryPrompt& prompt) {
-  Inserted in;
-  in.key = library.question_key(entry.question);
+// again, grafted from its stored chain (docs/flywheel.md). Returns the new
+// entry's id, or nullopt when `key` is taken.
+std::optional<int64_t> insert_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry,
+                                    const std::string& key, const EntryPrompt& prompt) {
   // ON CONFLICT waits for a concurrent learn of the same question to commit.
-  in.id = library.insert(NewEntry{entry.question, in.key, entry.solution, entry.answer, entry.verifier.spec,
-                                  evidence(entry.verifier, entry.answer), entry.verifier.pin, prompt.leaf(),
-                                  entry.solve_tokens});
-  if (in.id) prompt.store(call);
-  return in;
+  const std::optional<int64_t> id =
+      library.insert(NewEntry{entry.question, key, entry.solution, entry.answer, entry.verifier.spec,
+                              evidence(entry.verifier, entry.answer), entry.verifier.pin, prompt.leaf(),
+                              entry.solve_tokens});
+  if (id) prompt.store(call);
+  return id;
 }
 
-// What a deposit checks before any work.
-void check_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
+// What a deposit checks before any work; returns the question's key.
+std::string check_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
   require_depositor(call.spi);
   require_text(entry.question, "question");
   require_text(entry.solution, "solution");
@@ -128,7 +124,7 @@ void check_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& ent
   check_solution_tokens(*call.model, entry.solution);
   if (entry.solve_tokens && *entry.solve_tokens < 0)
     throw Error(ErrorCode::InvalidArgument, "solve_tokens must be at least 0");
-  (void)library.question_key(entry.question);  // refuses a question that normalizes to nothing
+  std::string key = library.question_key(entry.question);  // refuses a question that normalizes to nothing
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
@@ -141,6 +137,7 @@ void check_entry(EngineCall& call, KnowledgeLibrary& library, const Deposit& ent
                         : verdict.refusal                                 ? " (" + *verdict.refusal + ")"
                                                                           : ": the answer is not accepted"),
                    "Only verified entries are learned; nothing was stored.");
+  return key;
 }
 
 void audit_learn(EngineCall& call, const Deposit& entry, const EntryPrompt& prompt, int64_t id,
@@ -158,27 +155,26 @@ void audit_learn(EngineCall& call, const Deposit& entry, const EntryPrompt& prom
 }  // namespace
 
 int64_t deposit(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
-  check_entry(call, library, entry);
+  const std::string key = check_entry(call, library, entry);
   const EntryPrompt prompt(call, entry);
-  const Inserted in = insert_entry(call, library, entry, prompt);
-  if (in.id) {
-    audit_learn(call, entry, prompt, *in.id, to_hex(prompt.leaf()));
-    return *in.id;
+  if (const auto id = insert_entry(call, library, entry, key, prompt)) {
+    audit_learn(call, entry, prompt, *id, to_hex(prompt.leaf()));
+    return *id;
   }
   // The key was taken before this transaction's snapshot (one taken after it
   // is a serialization failure in ON CONFLICT, under REPEATABLE READ and up).
-  const KnowledgeEntry stored = library.find(in.key).value();
+  const KnowledgeEntry stored = library.find(key).value();
   const int64_t id = existing_id(stored, entry);
   audit_learn(call, entry, prompt, id, stored.artifact_sha256);
   return id;
 }
 
 std::optional<int64_t> deposit_new(EngineCall& call, KnowledgeLibrary& library, const Deposit& entry) {
-  check_entry(call, library, entry);
+  const std::string key = check_entry(call, library, entry);
   const EntryPrompt prompt(call, entry);
-  const Inserted in = insert_entry(call, library, entry, prompt);
-  if (in.id) audit_learn(call, entry, prompt, *in.id, to_hex(prompt.leaf()));
-  return in.id;
+  const std::optional<int64_t> id = insert_entry(call, library, entry, key, prompt);
+  if (id) audit_learn(call, entry, prompt, *id, to_hex(prompt.leaf()));
+  return id;
 }
 
 }  // namespace kvg::pg
