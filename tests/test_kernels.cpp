@@ -344,38 +344,44 @@ TEST(RopeTable, MatchesLibmWithinRounding) {
   }
 }
 
+// Head widths below, at and between the 16 dot-product lanes (the AVX-512
+// kernel reduces 16 keys' lanes together, a masked tail included), and every
+// length of a last block.
 TEST(Attention, SameBitsForEveryIsaAndMatchesSoftmax) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> value(0.0f, 1.0f);
-  const int head_dim = 24;
-  const int64_t positions = 100;  // crosses three block boundaries
-  std::vector<float> k(static_cast<size_t>(positions * head_dim)), v(k.size()), q(static_cast<size_t>(head_dim));
-  for (auto& x : k) x = value(rng);
-  for (auto& x : v) x = value(rng);
-  for (auto& x : q) x = value(rng);
-  const KvLayout kv{k.data(), v.data(), head_dim, 0};
-  for (int64_t pos : {0, 31, 32, 63, 99}) {
-    std::vector<float> expected(static_cast<size_t>(head_dim));
-    attention_head(q.data(), kv, head_dim, pos, 0.2f, expected.data(), Isa::Scalar);
-    for (Isa isa : supported_isas()) {
-      std::vector<float> out(static_cast<size_t>(head_dim));
-      attention_head(q.data(), kv, head_dim, pos, 0.2f, out.data(), isa);
-      ASSERT_EQ(std::memcmp(out.data(), expected.data(), out.size() * 4), 0);
-    }
-    // Against a plain double softmax.
-    std::vector<double> w(static_cast<size_t>(pos + 1));
-    double max_s = -1e300, total = 0;
-    for (int64_t j = 0; j <= pos; ++j) {
-      double s = 0;
-      for (int d = 0; d < head_dim; ++d) s += double(q[size_t(d)]) * k[size_t(j * head_dim + d)];
-      w[size_t(j)] = s * 0.2;
-      max_s = std::max(max_s, w[size_t(j)]);
-    }
-    for (auto& x : w) total += (x = std::exp(x - max_s));
-    for (int d = 0; d < head_dim; ++d) {
-      double o = 0;
-      for (int64_t j = 0; j <= pos; ++j) o += w[size_t(j)] / total * v[size_t(j * head_dim + d)];
-      EXPECT_NEAR(expected[size_t(d)], o, 1e-5);
+  for (const int head_dim : {8, 16, 24, 64, 80, 128}) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> value(0.0f, 1.0f);
+    const int64_t positions = 100;  // crosses three block boundaries
+    std::vector<float> k(static_cast<size_t>(positions * head_dim)), v(k.size()), q(static_cast<size_t>(head_dim));
+    for (auto& x : k) x = value(rng);
+    for (auto& x : v) x = value(rng);
+    for (auto& x : q) x = value(rng);
+    const KvLayout kv{k.data(), v.data(), head_dim, 0};
+    for (int64_t pos = 0; pos < positions; ++pos) {
+      std::vector<float> expected(static_cast<size_t>(head_dim));
+      attention_head(q.data(), kv, head_dim, pos, 0.2f, expected.data(), Isa::Scalar);
+      for (Isa isa : supported_isas()) {
+        std::vector<float> out(static_cast<size_t>(head_dim));
+        attention_head(q.data(), kv, head_dim, pos, 0.2f, out.data(), isa);
+        ASSERT_EQ(std::memcmp(out.data(), expected.data(), out.size() * 4), 0)
+            << isa_name(isa) << " head_dim " << head_dim << " position " << pos;
+      }
+      if (pos % 16 != 15 && pos != 0) continue;
+      // Against a plain double softmax.
+      std::vector<double> w(static_cast<size_t>(pos + 1));
+      double max_s = -1e300, total = 0;
+      for (int64_t j = 0; j <= pos; ++j) {
+        double s = 0;
+        for (int d = 0; d < head_dim; ++d) s += double(q[size_t(d)]) * k[size_t(j * head_dim + d)];
+        w[size_t(j)] = s * 0.2;
+        max_s = std::max(max_s, w[size_t(j)]);
+      }
+      for (auto& x : w) total += (x = std::exp(x - max_s));
+      for (int d = 0; d < head_dim; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j <= pos; ++j) o += w[size_t(j)] / total * v[size_t(j * head_dim + d)];
+        EXPECT_NEAR(expected[size_t(d)], o, 1e-5) << "head_dim " << head_dim << " position " << pos;
+      }
     }
   }
 }

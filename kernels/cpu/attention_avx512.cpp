@@ -1,5 +1,5 @@
-// AVX-512 attention_head: 16 keys' scores at a time (one key per lane, the
-// recipe's 16 dot-product lanes unrolled as 16 registers), vector exp, and
+// AVX-512 attention_head: 16 keys' scores at a time (a register of the
+// recipe's 16 dot-product lanes per key, reduced together), vector exp, and
 // value accumulation across the head dimension. Every lane performs exactly
 // the scalar definition's operations (kernels/cpu/attention.cpp).
 #include <immintrin.h>
@@ -15,21 +15,49 @@ namespace kvg::detail {
 
 namespace {
 
-// Scores of the n (<= 16) keys at base + i * stride into out[0..16).
+// Sixteen keys' lane registers reduced at once. Each step adds, for every
+// key, the pairs that reduce() in matmul_avx512.cpp adds for one (the lower
+// lane first), and packs two registers' keys into one register.
+
+// a, b: one key's 16 lanes each -> [a: i + (i+8)] [b: i + (i+8)], i < 8.
+inline __m512 keys2(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+// a, b: two keys' 8 lanes each -> a quarter per key (keys of a, then b): i + (i+4), i < 4.
+inline __m512 keys4(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+// a, b: four keys' 4 lanes each (quarter k) -> quarter k: [a's key k: i + (i+2), i < 2; b's key k: the same].
+inline __m512 keys8(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+// a, b: eight keys' 2 lanes each -> lane 4k + m holds key 4m + k's 0 + 1.
+inline __m512 keys16(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Scores of the n (<= 16) keys at base + i * stride into out[0..16). Each
+// key's 16 dot-product lanes are a register (q's chunk times the key's,
+// accumulated as dot_avx512 does, a masked tail included); the 16 registers
+// are then reduced together, transposed as they go, so every key's tree of
+// additions is the recipe's. Keys >= n load nothing (masked off) and score 0.
 void scores16(const float* q, const float* base, int64_t stride, int head_dim, int n, float scale, float* out) {
-  const __mmask16 valid = __mmask16((1u << n) - 1);
-  const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(int(stride)));
   __m512 lane[16];
   for (int i = 0; i < 16; ++i) lane[i] = _mm512_setzero_ps();
-  for (int k = 0; k < head_dim; ++k) {
-    const __m512 key = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, offsets, base + k, 4);
-    lane[k % 16] = _mm512_fmadd_ps(_mm512_set1_ps(q[k]), key, lane[k % 16]);
+  for (int k = 0; k < head_dim; k += 16) {
+    const __mmask16 m = head_dim - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (head_dim - k)) - 1);
+    const __m512 qk = _mm512_maskz_loadu_ps(m, q + k);
+    for (int i = 0; i < 16; ++i)
+      lane[i] = _mm512_fmadd_ps(qk, _mm512_maskz_loadu_ps(i < n ? m : __mmask16(0), base + i * stride + k), lane[i]);
   }
-  for (int i = 0; i < 8; ++i) lane[i] = _mm512_add_ps(lane[i], lane[i + 8]);
-  for (int i = 0; i < 4; ++i) lane[i] = _mm512_add_ps(lane[i], lane[i + 4]);
-  for (int i = 0; i < 2; ++i) lane[i] = _mm512_add_ps(lane[i], lane[i + 2]);
-  _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_add_ps(lane[0], lane[1]), _mm512_set1_ps(scale)));
+  __m512 two[8], four[4], eight[2];
+  for (int i = 0; i < 8; ++i) two[i] = keys2(lane[2 * i], lane[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) four[i] = keys4(two[2 * i], two[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) eight[i] = keys8(four[2 * i], four[2 * i + 1]);
+  // Key j sits in lane 4 (j % 4) + j / 4: back to key order.
+  const __m512i key_order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512 sums = _mm512_permutexvar_ps(key_order, keys16(eight[0], eight[1]));
+  _mm512_storeu_ps(out, _mm512_mul_ps(sums, _mm512_set1_ps(scale)));
 }
 
 }  // namespace
