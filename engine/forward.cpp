@@ -25,7 +25,10 @@ static_assert(sizeof(LayerPlan) == 32 && sizeof(ForwardPlan) == 152,
 
 // Activation buffers for one forward call, reused across calls.
 struct Session::Scratch {
-  std::vector<float> x, xn, q, k, v, attn, proj, gate, up, cos, sin;
+  std::vector<float> x, xn, q, k, v, attn, proj, gate, up;
+  // Each token's rotation angles, [token][pair], for the global table and
+  // for the sliding-window layers' own one.
+  std::vector<float> cos, sin, cos_local, sin_local;
 
   void fit(const ModelConfig& c, int64_t n) {
     auto grow = [n](std::vector<float>& b, int64_t width) {
@@ -41,10 +44,35 @@ struct Session::Scratch {
     grow(proj, std::max<int64_t>(c.n_embd, q_width));
     grow(gate, c.n_ff);
     grow(up, c.n_ff);
-    grow(cos, c.rope_dim / 2);
-    grow(sin, c.rope_dim / 2);
+    for (std::vector<float>* angles : {&cos, &sin, &cos_local, &sin_local}) grow(*angles, c.rope_dim / 2);
+  }
+
+  size_t bytes() const {
+    size_t floats = 0;
+    for (const std::vector<float>* b : {&x, &xn, &q, &k, &v, &attn, &proj, &gate, &up, &cos, &sin, &cos_local, &sin_local})
+      floats += b->capacity();
+    return floats * sizeof(float);
   }
 };
+
+// A backend makes a Session per SQL call, and a first call's buffers come
+// from fresh pages: faulting and zeroing them took a quarter of a 256-token
+// prefill of a 656K-parameter model. So the last session to finish on a
+// thread leaves its activations to the next, when they are small enough to
+// keep while the thread idles. They hold no result: every value is written
+// before it is read.
+constexpr size_t kSpareScratchBytes = size_t(8) << 20;
+
+std::unique_ptr<Session::Scratch>& Session::ScratchRelease::spare() {
+  thread_local std::unique_ptr<Scratch> kept;
+  return kept;
+}
+
+void Session::ScratchRelease::operator()(Scratch* scratch) const {
+  std::unique_ptr<Scratch> finished(scratch);
+  std::unique_ptr<Scratch>& kept = spare();
+  if (finished->bytes() <= kSpareScratchBytes && (!kept || kept->bytes() < finished->bytes())) kept = std::move(finished);
+}
 
 void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits) {
   const ModelConfig& c = model_->config();  // the shapes; what is computed is the plan's
@@ -56,7 +84,7 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
   const int64_t kv_width = c.kv_row_floats();
   const int group = c.n_head / c.n_head_kv;
   cache_.reserve(p0 + n);
-  if (!scratch_) scratch_ = std::make_shared<Scratch>();
+  if (!scratch_) scratch_.reset(ScratchRelease::spare() ? ScratchRelease::spare().release() : new Scratch());
   Scratch& s = *scratch_;
   s.fit(c, n);
   // Every product with a weight matrix goes through here, so the recipe's
@@ -72,47 +100,64 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
       matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
   };
 
-  for (int64_t t = 0; t < n; ++t) dequantize_row(model_->token_embedding(), tokens[size_t(t)], &s.x[size_t(t * c.n_embd)]);
-  if (plan.embed_scale > 0) scale_inplace(s.x.data(), plan.embed_scale, n * c.n_embd);
+  // Row-wise steps run token by token (tokens from..n-1), spread over the
+  // pool in groups: a token's row is its own, so the grouping changes no bit.
+  // A decode step's one token runs inline.
+  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * pool_.size() - 1) / (4 * pool_.size()));
+  auto each_token = [&](auto&& step, int64_t from = 0) {
+    pool_.run(size_t((n - from + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
+      const int64_t begin = from + int64_t(task) * tokens_per_task;
+      for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
+    });
+  };
+  const int pairs = c.rope_dim / 2;
+  const bool local_table = std::any_of(plan.layers.begin(), plan.layers.begin() + c.n_layer,
+                                       [](const LayerPlan& step) { return step.local_rope; });
+  each_token([&](int64_t t) {
+    float* x = &s.x[size_t(t * c.n_embd)];
+    dequantize_row(model_->token_embedding(), tokens[size_t(t)], x);
+    if (plan.embed_scale > 0) scale_inplace(x, plan.embed_scale, c.n_embd);
+    // Once per forward, not per layer: every layer rotates a token alike.
+    rope_.angles(p0 + t, &s.cos[size_t(t * pairs)], &s.sin[size_t(t * pairs)]);
+    if (local_table) rope_local_.angles(p0 + t, &s.cos_local[size_t(t * pairs)], &s.sin_local[size_t(t * pairs)]);
+  });
 
+  const KvRowRounding kv_rounding = kv_rounding_of(options_.recipe.kv);
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = model_->layers()[size_t(l)];
     const LayerPlan& step = plan.layers[size_t(l)];
-    const RopeTable& rope = step.local_rope ? rope_local_ : rope_;
+    const float* cos = step.local_rope ? s.cos_local.data() : s.cos.data();
+    const float* sin = step.local_rope ? s.sin_local.data() : s.sin.data();
     const AttentionExtras extras{step.window, step.attn_softcap};
     // Attention block.
-    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    each_token([&](int64_t t) { norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa); });
     weight_product(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width);
     weight_product(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width);
     weight_product(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width);
-    if (step.qkv_bias)
-      for (int64_t t = 0; t < n; ++t) {
-        add_inplace(&s.q[size_t(t * q_width)], w.bq.data(), q_width);
-        add_inplace(&s.k[size_t(t * kv_width)], w.bk.data(), kv_width);
-        add_inplace(&s.v[size_t(t * kv_width)], w.bv.data(), kv_width);
+    each_token([&](int64_t t) {
+      float* q = &s.q[size_t(t * q_width)];
+      float* k = &s.k[size_t(t * kv_width)];
+      float* v = &s.v[size_t(t * kv_width)];
+      if (step.qkv_bias) {
+        add_inplace(q, w.bq.data(), q_width);
+        add_inplace(k, w.bk.data(), kv_width);
+        add_inplace(v, w.bv.data(), kv_width);
       }
-    if (step.qk_norm)  // each head's q and k normalised on their own, before rotation
-      for (int64_t t = 0; t < n; ++t) {
-        for (int h = 0; h < c.n_head; ++h) {
-          float* qh = &s.q[size_t(t * q_width + int64_t(h) * c.head_dim)];
-          rmsnorm(qh, w.q_norm.data(), c.head_dim, plan.norm_eps, qh, isa);
-        }
-        for (int h = 0; h < c.n_head_kv; ++h) {
-          float* kh = &s.k[size_t(t * kv_width + int64_t(h) * c.head_dim)];
-          rmsnorm(kh, w.k_norm.data(), c.head_dim, plan.norm_eps, kh, isa);
-        }
+      if (step.qk_norm) {  // each head's q and k normalised on their own, before rotation
+        for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * c.head_dim, w.q_norm.data(), c.head_dim, plan.norm_eps, q + h * c.head_dim, isa);
+        for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * c.head_dim, w.k_norm.data(), c.head_dim, plan.norm_eps, k + h * c.head_dim, isa);
       }
-    for (int64_t t = 0; t < n; ++t) {
-      rope.angles(p0 + t, s.cos.data(), s.sin.data());
-      apply_rope(&s.q[size_t(t * q_width)], c.n_head, c.head_dim, plan.rope.dim, s.cos.data(), s.sin.data(), plan.rope_style);
-      apply_rope(&s.k[size_t(t * kv_width)], c.n_head_kv, c.head_dim, plan.rope.dim, s.cos.data(), s.sin.data(), plan.rope_style);
-      std::copy_n(&s.k[size_t(t * kv_width)], kv_width, cache_.k(l, p0 + t));
-      std::copy_n(&s.v[size_t(t * kv_width)], kv_width, cache_.v(l, p0 + t));
-    }
-    // Under a compact KV storage the cache holds the rounded rows and attention
-    // reads them, so a graft of them is exact (engine/kv_storage.hpp).
-    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.k(l, p0), n * c.n_head_kv, c.head_dim);
-    round_kv_rows(kv_rounding_of(options_.recipe.kv), cache_.v(l, p0), n * c.n_head_kv, c.head_dim);
+      apply_rope(q, c.n_head, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
+      apply_rope(k, c.n_head_kv, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
+      // Under a compact KV storage the cache holds the rounded rows and
+      // attention reads them, so a graft of them is exact (engine/kv_storage.hpp).
+      float* k_row = cache_.k(l, p0 + t);
+      float* v_row = cache_.v(l, p0 + t);
+      std::copy_n(k, kv_width, k_row);
+      std::copy_n(v, kv_width, v_row);
+      round_kv_rows(kv_rounding, k_row, c.n_head_kv, c.head_dim);
+      round_kv_rows(kv_rounding, v_row, c.n_head_kv, c.head_dim);
+    });
     const int64_t held = cache_.first_position();  // positions before it are mapped
     const KvLayout layer_kv{cache_.k(l, held), cache_.v(l, held), kv_width, 0,
                             mapped_ ? mapped_->layer(l) : std::span<const KvSegment>()};
@@ -125,21 +170,23 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
                      &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
     });
     weight_product(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd);
-    if (step.out_bias) add_bias(s.proj.data(), w.bo, n);
-    add_residual(step.post_norms ? &w.attn_post_norm : nullptr, n, isa);
-
-    // Feed-forward block.
-    for (int64_t t = 0; t < n; ++t) norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    each_token([&](int64_t t) {
+      if (step.out_bias) add_inplace(&s.proj[size_t(t * c.n_embd)], w.bo.data(), c.n_embd);
+      add_residual(step.post_norms ? &w.attn_post_norm : nullptr, t, isa);
+      // Feed-forward block.
+      norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    });
     if (step.ffn == FfnKind::GeluBiased) {
       weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
-      add_bias(s.gate.data(), w.b_up, n);
-      gelu_inplace(s.gate.data(), n * c.n_ff);
+      each_token([&](int64_t t) {
+        float* g = &s.gate[size_t(t * c.n_ff)];
+        add_inplace(g, w.b_up.data(), c.n_ff);
+        gelu_inplace(g, c.n_ff);
+      });
     } else {
       weight_product(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
       weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff);
-      // Element-wise, so each token's row can go to any thread.
-      pool_.run(size_t(n), [&](size_t task) {
-        const int64_t t = int64_t(task);
+      each_token([&](int64_t t) {
         float* g = &s.gate[size_t(t * c.n_ff)];
         if (step.ffn == FfnKind::GeGluTanh)
           geglu(g, &s.up[size_t(t * c.n_ff)], g, c.n_ff);
@@ -148,8 +195,10 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
       });
     }
     weight_product(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd);
-    if (step.ffn == FfnKind::GeluBiased) add_bias(s.proj.data(), w.b_down, n);
-    add_residual(step.post_norms ? &w.ffn_post_norm : nullptr, n, isa);
+    each_token([&](int64_t t) {
+      if (step.ffn == FfnKind::GeluBiased) add_inplace(&s.proj[size_t(t * c.n_embd)], w.b_down.data(), c.n_embd);
+      add_residual(step.post_norms ? &w.ffn_post_norm : nullptr, t, isa);
+    });
     // The file truncated under the call: this layer read zeros, stop here.
     model_->check_weights_intact();
     if (mapped_) mapped_->check_intact();
@@ -158,9 +207,12 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
   if (which == LogitsFor::None || !logits) return;
   const int64_t first = which == LogitsFor::All ? 0 : n - 1;
   const int64_t rows = n - first;
-  for (int64_t t = first; t < n; ++t)
-    norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
-             &s.xn[size_t((t - first) * c.n_embd)], isa);
+  each_token(
+      [&](int64_t t) {
+        norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
+                 &s.xn[size_t((t - first) * c.n_embd)], isa);
+      },
+      first);
   logits->resize(size_t(rows * c.n_vocab));
   weight_product(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab);
   if (plan.final_softcap > 0.0f) softcap_inplace(logits->data(), plan.final_softcap, rows * c.n_vocab);
@@ -177,25 +229,17 @@ void Session::norm_row(const float* x, const std::vector<float>& w, const std::v
     rmsnorm(x, w.data(), n_embd, plan.norm_eps, y, isa);
 }
 
-// rows[t * bias.size() + i] += bias[i] for n rows.
-void Session::add_bias(float* rows, const std::vector<float>& bias, int64_t n) const {
-  const int64_t width = int64_t(bias.size());
-  for (int64_t t = 0; t < n; ++t) add_inplace(rows + t * width, bias.data(), width);
-}
-
-// x += proj for n tokens; with a post-norm x += rmsnorm(proj) instead, the
-// norm written to xn first (free between the blocks).
-void Session::add_residual(const std::vector<float>* post_norm, int64_t n, Isa isa) {
+// Token t's x += proj; with a post-norm x += rmsnorm(proj) instead, the norm
+// written to t's xn first (free between the blocks).
+void Session::add_residual(const std::vector<float>* post_norm, int64_t t, Isa isa) {
   const ModelConfig& c = model_->config();
   Scratch& s = *scratch_;
-  for (int64_t t = 0; t < n; ++t) {
-    const float* delta = &s.proj[size_t(t * c.n_embd)];
-    if (post_norm) {
-      rmsnorm(delta, post_norm->data(), c.n_embd, model_->plan().norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
-      delta = &s.xn[size_t(t * c.n_embd)];
-    }
-    add_inplace(&s.x[size_t(t * c.n_embd)], delta, c.n_embd);
+  const float* delta = &s.proj[size_t(t * c.n_embd)];
+  if (post_norm) {
+    rmsnorm(delta, post_norm->data(), c.n_embd, model_->plan().norm_eps, &s.xn[size_t(t * c.n_embd)], isa);
+    delta = &s.xn[size_t(t * c.n_embd)];
   }
+  add_inplace(&s.x[size_t(t * c.n_embd)], delta, c.n_embd);
 }
 
 // Mapped positions are read in place by this executor's attention

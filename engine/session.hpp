@@ -96,13 +96,18 @@ class Session {
 
  private:
   struct Scratch;  // the CPU executor's activations (engine/forward.cpp)
+  // Hands a finished session's activations to the next session made on the
+  // same thread (engine/forward.cpp).
+  struct ScratchRelease {
+    void operator()(Scratch* scratch) const;
+    static std::unique_ptr<Scratch>& spare();  // this thread's
+  };
   void check_tokens(std::span<const int32_t> tokens) const;
   // The CPU executor (engine/forward.cpp): tokens at n_past().., their KV
   // rows into cache_; forward() appends them to the history.
   void forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
-  void add_residual(const std::vector<float>* post_norm, int64_t n, Isa isa);
+  void add_residual(const std::vector<float>* post_norm, int64_t token, Isa isa);
   void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
-  void add_bias(float* rows, const std::vector<float>& bias, int64_t n) const;
 
   std::shared_ptr<const Model> model_;
   EngineOptions options_;
@@ -111,7 +116,7 @@ class Session {
   RopeTable rope_local_;  // sliding-window layers (the same table unless the model gives them their own base)
   KvCache cache_;
   std::vector<int32_t> tokens_;
-  std::shared_ptr<Scratch> scratch_;  // made by the CPU executor's first call
+  std::unique_ptr<Scratch, ScratchRelease> scratch_;  // taken by the CPU executor's first call
   std::shared_ptr<const MappedKv> mapped_;  // the chain positions [0, mapped_end()) are read from
   // Set when the forward pass runs on a GPU (EngineOptions::device); it
   // mirrors cache_, which stays authoritative for capture and graft.
