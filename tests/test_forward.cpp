@@ -3,9 +3,11 @@
 // chunking, threads and ISA, and pinned golden hashes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "engine/generate.hpp"
 #include "engine/session.hpp"
@@ -135,6 +137,22 @@ TEST_P(SharedModel, BitwiseInvariantAcrossChunksThreadsAndIsa) {
         ASSERT_EQ(0, std::memcmp(logits.data(), baseline.data(), logits.size() * 4))
             << "isa " << isa_name(isa) << ", threads " << threads << ", chunk " << chunk;
       }
+}
+
+// A session inherits the activation buffers of the last one to finish on
+// its thread (engine/forward.cpp), still holding that session's values: a
+// longer prompt's, other tokens. Its logits equal a session's on a fresh
+// thread, whose buffers are new.
+TEST_P(SharedModel, InheritedActivationBuffersChangeNothing) {
+  const auto tokens = prompt_for(*model_, 40);
+  std::vector<float> fresh;
+  std::thread([&] { fresh = logits_of(model_, tokens, 0, 2, default_isa(), recipe_); }).join();
+  std::vector<int32_t> other = prompt_for(*model_, 90);
+  std::reverse(other.begin(), other.end());
+  logits_of(model_, other, 0, 2, default_isa(), recipe_);  // leaves its buffers to the next session here
+  const auto inherited = logits_of(model_, tokens, 0, 2, default_isa(), recipe_);
+  ASSERT_EQ(inherited.size(), fresh.size());
+  EXPECT_EQ(0, std::memcmp(inherited.data(), fresh.data(), fresh.size() * 4));
 }
 
 TEST_P(SharedModel, DecodeStepEqualsPrefillRow) {
