@@ -104,6 +104,7 @@ std::vector<Command> build_table() {
        engine_flags({{"prompt-tokens", "N", "prompt length (default 128)", "-p"},
                      {"gen-tokens", "N", "decoded tokens (default 64)", "-n"},
                      {"repetitions", "N", "runs of each recipe, 1..1000, reported as mean ± standard deviation (default 5)", "-r"},
+                     {"sequences", "N", "sequences run together in batched passes, 1..256 (default 1; CPU): tokens/s are their sum", "-b"},
                      {"skip-memory", "", "skip the 1 GiB memory-read measurement"},
                      {"json", "", "one JSON object (every recipe, every run) instead of the table"}})},
       {"bench-graft", "graft a stored prefix vs recompute it, by prefix length; store vs plain file I/O",

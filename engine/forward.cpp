@@ -29,6 +29,13 @@ struct Session::Scratch {
   // Each token's rotation angles, [token][pair], for the global table and
   // for the sliding-window layers' own one.
   std::vector<float> cos, sin, cos_local, sin_local;
+  // A pass's rows: each row's part, position and token; each part's KV in
+  // the current layer; the rows whose logits are asked for, and a batch's
+  // logits before they are split among the parts.
+  std::vector<int32_t> row_part, row_token;
+  std::vector<int64_t> row_position, logits_rows;
+  std::vector<KvLayout> part_kv;
+  std::vector<float> logits;
 
   void fit(const ModelConfig& c, int64_t n) {
     auto grow = [n](std::vector<float>& b, int64_t width) {
@@ -74,19 +81,36 @@ void Session::ScratchRelease::operator()(Scratch* scratch) const {
   if (finished->bytes() <= kSpareScratchBytes && (!kept || kept->bytes() < finished->bytes())) kept = std::move(finished);
 }
 
-void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits) {
+// This session (the lead) runs the pass with its pool and buffers; every
+// part's rows go through each matrix product together, and each row is
+// attended over its own session's cache at its own position. Every step is
+// row-independent, so a part's bits are those of its session alone.
+void Session::forward_cpu(std::span<const ForwardRequest> parts) {
   const ModelConfig& c = model_->config();  // the shapes; what is computed is the plan's
   const ForwardPlan& plan = model_->plan();
   const Isa isa = options_.isa;
-  const int64_t n = int64_t(tokens.size());
-  const int64_t p0 = n_past();
   const int64_t q_width = int64_t(c.n_head) * c.head_dim;
   const int64_t kv_width = c.kv_row_floats();
   const int group = c.n_head / c.n_head_kv;
-  cache_.reserve(p0 + n);
   if (!scratch_) scratch_.reset(ScratchRelease::spare() ? ScratchRelease::spare().release() : new Scratch());
   Scratch& s = *scratch_;
+  // Rows in order of the parts; each row's session, position and token.
+  s.row_part.clear();
+  s.row_position.clear();
+  s.row_token.clear();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Session& part = *parts[i].session;
+    const int64_t p0 = part.n_past();
+    part.cache_.reserve(p0 + int64_t(parts[i].tokens.size()));
+    for (size_t j = 0; j < parts[i].tokens.size(); ++j) {
+      s.row_part.push_back(int32_t(i));
+      s.row_position.push_back(p0 + int64_t(j));
+      s.row_token.push_back(parts[i].tokens[j]);
+    }
+  }
+  const int64_t n = int64_t(s.row_token.size());
   s.fit(c, n);
+  auto cache_of = [&](int64_t t) -> KvCache& { return parts[size_t(s.row_part[size_t(t)])].session->cache_; };
   // Every product with a weight matrix goes through here, so the recipe's
   // arithmetic is chosen in one place: q8-portable-v1 quantizes activations
   // against block-quantized matrices (matmul_q8 itself computes F32/F16/BF16
@@ -100,13 +124,13 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
       matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
   };
 
-  // Row-wise steps run token by token (tokens from..n-1), spread over the
-  // pool in groups: a token's row is its own, so the grouping changes no bit.
-  // A decode step's one token runs inline.
+  // Row-wise steps run token by token, spread over the pool in groups: a
+  // token's row is its own, so the grouping changes no bit. A decode step's
+  // one token runs inline.
   const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * pool_.size() - 1) / (4 * pool_.size()));
-  auto each_token = [&](auto&& step, int64_t from = 0) {
-    pool_.run(size_t((n - from + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
-      const int64_t begin = from + int64_t(task) * tokens_per_task;
+  auto each_token = [&](auto&& step) {
+    pool_.run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
+      const int64_t begin = int64_t(task) * tokens_per_task;
       for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
     });
   };
@@ -115,11 +139,12 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
                                        [](const LayerPlan& step) { return step.local_rope; });
   each_token([&](int64_t t) {
     float* x = &s.x[size_t(t * c.n_embd)];
-    dequantize_row(model_->token_embedding(), tokens[size_t(t)], x);
+    dequantize_row(model_->token_embedding(), s.row_token[size_t(t)], x);
     if (plan.embed_scale > 0) scale_inplace(x, plan.embed_scale, c.n_embd);
     // Once per forward, not per layer: every layer rotates a token alike.
-    rope_.angles(p0 + t, &s.cos[size_t(t * pairs)], &s.sin[size_t(t * pairs)]);
-    if (local_table) rope_local_.angles(p0 + t, &s.cos_local[size_t(t * pairs)], &s.sin_local[size_t(t * pairs)]);
+    const int64_t position = s.row_position[size_t(t)];
+    rope_.angles(position, &s.cos[size_t(t * pairs)], &s.sin[size_t(t * pairs)]);
+    if (local_table) rope_local_.angles(position, &s.cos_local[size_t(t * pairs)], &s.sin_local[size_t(t * pairs)]);
   });
 
   const KvRowRounding kv_rounding = kv_rounding_of(options_.recipe.kv);
@@ -151,23 +176,29 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
       apply_rope(k, c.n_head_kv, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
       // Under a compact KV storage the cache holds the rounded rows and
       // attention reads them, so a graft of them is exact (engine/kv_storage.hpp).
-      float* k_row = cache_.k(l, p0 + t);
-      float* v_row = cache_.v(l, p0 + t);
+      float* k_row = cache_of(t).k(l, s.row_position[size_t(t)]);
+      float* v_row = cache_of(t).v(l, s.row_position[size_t(t)]);
       std::copy_n(k, kv_width, k_row);
       std::copy_n(v, kv_width, v_row);
       round_kv_rows(kv_rounding, k_row, c.n_head_kv, c.head_dim);
       round_kv_rows(kv_rounding, v_row, c.n_head_kv, c.head_dim);
     });
-    const int64_t held = cache_.first_position();  // positions before it are mapped
-    const KvLayout layer_kv{cache_.k(l, held), cache_.v(l, held), kv_width, 0,
-                            mapped_ ? mapped_->layer(l) : std::span<const KvSegment>()};
+    s.part_kv.clear();
+    for (const ForwardRequest& part : parts) {
+      KvCache& cache = part.session->cache_;
+      const MappedKv* mapped = part.session->mapped_.get();
+      const int64_t held = cache.first_position();  // positions before it are mapped
+      s.part_kv.push_back(KvLayout{cache.k(l, held), cache.v(l, held), kv_width, 0,
+                                   mapped ? mapped->layer(l) : std::span<const KvSegment>()});
+    }
     pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
-      KvLayout head_kv = layer_kv;
+      KvLayout head_kv = s.part_kv[size_t(s.row_part[size_t(t)])];
       head_kv.head_offset = int64_t(h / group) * c.head_dim;
-      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim, p0 + t, plan.attn_scale,
-                     &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)], isa, extras);
+      attention_head(&s.q[size_t(t * q_width + int64_t(h) * c.head_dim)], head_kv, c.head_dim,
+                     s.row_position[size_t(t)], plan.attn_scale, &s.attn[size_t(t * q_width + int64_t(h) * c.head_dim)],
+                     isa, extras);
     });
     weight_product(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd);
     each_token([&](int64_t t) {
@@ -201,22 +232,41 @@ void Session::forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std:
     });
     // The file truncated under the call: this layer read zeros, stop here.
     model_->check_weights_intact();
-    if (mapped_) mapped_->check_intact();
+    for (const ForwardRequest& part : parts)
+      if (part.session->mapped_) part.session->mapped_->check_intact();
   }
 
-  if (which == LogitsFor::None || !logits) return;
-  const int64_t first = which == LogitsFor::All ? 0 : n - 1;
-  const int64_t rows = n - first;
-  each_token(
-      [&](int64_t t) {
-        norm_row(&s.x[size_t(t * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
-                 &s.xn[size_t((t - first) * c.n_embd)], isa);
-      },
-      first);
-  logits->resize(size_t(rows * c.n_vocab));
-  weight_product(model_->output(), s.xn.data(), c.n_embd, rows, logits->data(), c.n_vocab);
-  if (plan.final_softcap > 0.0f) softcap_inplace(logits->data(), plan.final_softcap, rows * c.n_vocab);
+  // The rows whose logits are asked for, in order of the parts, normed
+  // into xn's first rows; one product with the output matrix for them all.
+  s.logits_rows.clear();
+  int64_t row = 0;
+  for (const ForwardRequest& part : parts) {
+    const int64_t rows = int64_t(part.tokens.size());
+    if (part.logits && part.which != LogitsFor::None)
+      for (int64_t t = part.which == LogitsFor::All ? row : row + rows - 1; t < row + rows; ++t) s.logits_rows.push_back(t);
+    row += rows;
+  }
+  const int64_t out_rows = int64_t(s.logits_rows.size());
+  if (out_rows == 0) return;
+  pool_.run(size_t(out_rows), [&](size_t k) {
+    norm_row(&s.x[size_t(s.logits_rows[k] * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
+             &s.xn[k * size_t(c.n_embd)], isa);
+  });
+  // A part alone receives its logits in place; a batch's are split after.
+  const bool alone = parts.size() == 1;
+  std::vector<float>& out = alone ? *parts[0].logits : s.logits;
+  out.resize(size_t(out_rows * c.n_vocab));
+  weight_product(model_->output(), s.xn.data(), c.n_embd, out_rows, out.data(), c.n_vocab);
+  if (plan.final_softcap > 0.0f) softcap_inplace(out.data(), plan.final_softcap, out_rows * c.n_vocab);
   model_->check_weights_intact();
+  if (alone) return;
+  int64_t taken = 0;
+  for (const ForwardRequest& part : parts) {
+    if (!part.logits || part.which == LogitsFor::None) continue;
+    const int64_t rows = part.which == LogitsFor::All ? int64_t(part.tokens.size()) : 1;
+    part.logits->assign(out.begin() + taken * c.n_vocab, out.begin() + (taken + rows) * c.n_vocab);
+    taken += rows;
+  }
 }
 
 // The block and output norms: RMSNorm, or LayerNorm with its bias.

@@ -82,8 +82,36 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
       cuda_.reset();
     }
   }
-  forward_cpu(tokens, which, logits);
+  const ForwardRequest alone[1] = {{this, tokens, which, logits}};
+  forward_cpu(alone);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Session::forward_batch(std::span<const ForwardRequest> requests) {
+  std::vector<ForwardRequest> parts;
+  for (const ForwardRequest& r : requests) {
+    if (!r.session) throw Error(ErrorCode::InvalidArgument, "a batched forward request names no session");
+    if (r.tokens.empty()) {
+      if (r.logits) r.logits->clear();
+      continue;
+    }
+    const Session& lead = parts.empty() ? *r.session : *parts.front().session;
+    if (r.session->model_ != lead.model_ || !(r.session->options_.recipe == lead.options_.recipe) ||
+        r.session->options_.isa != lead.options_.isa)
+      throw Error(ErrorCode::InvalidArgument, "a batched forward pass runs one model, recipe and ISA: " +
+                                                  r.session->options_.recipe.name() + " on " +
+                                                  isa_name(r.session->options_.isa) + " cannot join " +
+                                                  lead.options_.recipe.name() + " on " +
+                                                  isa_name(lead.options_.isa) + " (or the models differ)");
+    if (r.session->cuda_) throw Error(ErrorCode::Unsupported, "a batched forward pass runs on the CPU; this session runs on CUDA");
+    for (const ForwardRequest& p : parts)
+      if (p.session == r.session) throw Error(ErrorCode::InvalidArgument, "a session appears twice in one batched forward pass");
+    r.session->check_tokens(r.tokens);
+    parts.push_back(r);
+  }
+  if (parts.empty()) return;
+  parts.front().session->forward_cpu(parts);
+  for (const ForwardRequest& p : parts) p.session->tokens_.insert(p.session->tokens_.end(), p.tokens.begin(), p.tokens.end());
 }
 
 void Session::prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,

@@ -43,6 +43,15 @@ struct EngineOptions {
   const char* kv_limit_name = "the KV memory limit";
 };
 
+class Session;
+
+// One session's tokens in a batched forward pass (Session::forward_batch).
+struct ForwardRequest {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;
+  LogitsFor which = LogitsFor::Last;
+  std::vector<float>* logits = nullptr;
+};
 
 class Session {
  public:
@@ -70,6 +79,15 @@ class Session {
   // their KV. `logits` receives n_vocab floats per requested row (all tokens
   // or the last one), row-major.
   void forward(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+
+  // forward() for several sessions in one pass: every request's rows go
+  // through each matrix product together, so the weights are read once for
+  // all of them. Each session's logits and KV rows are those forward() on it
+  // alone gives, bit for bit (every step is row-independent: docs/design.md).
+  // The sessions share one model, recipe and ISA, run on the CPU and appear
+  // once each; the first request's session runs the pass on its threads.
+  // Requests without tokens are skipped (their logits cleared).
+  static void forward_batch(std::span<const ForwardRequest> requests);
 
   // forward() in chunks of `chunk` tokens (0: all at once), calling `check`
   // before each chunk and `report` (tokens of this call) before and after
@@ -103,9 +121,10 @@ class Session {
     static std::unique_ptr<Scratch>& spare();  // this thread's
   };
   void check_tokens(std::span<const int32_t> tokens) const;
-  // The CPU executor (engine/forward.cpp): tokens at n_past().., their KV
-  // rows into cache_; forward() appends them to the history.
-  void forward_cpu(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+  // The CPU executor (engine/forward.cpp): each part's tokens at its
+  // session's n_past().., their KV rows into its cache; the callers append
+  // them to the histories. Run by parts[0].session, which must be this.
+  void forward_cpu(std::span<const ForwardRequest> parts);
   void add_residual(const std::vector<float>* post_norm, int64_t token, Isa isa);
   void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
 

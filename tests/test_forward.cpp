@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <random>
 #include <thread>
 
 #include "engine/generate.hpp"
@@ -58,6 +61,62 @@ std::vector<int32_t> greedy(std::shared_ptr<const Model> model, int n) {
   options.stop_at_eos = false;
   const int32_t bos[1] = {1};
   return generate(session, bos, options).tokens;
+}
+
+// Sessions run side by side in batched passes (Session::forward_batch) and,
+// call for call, alone: at every round a random subset takes part, each with
+// a prefill chunk or a decode row of random tokens and logits for all rows,
+// the last or none, in a random order (so the session that runs the pass
+// changes). Every logits row and, at the end, every KV row must be the same
+// bytes either way.
+void expect_batched_equals_alone(std::shared_ptr<const Model> model, Recipe recipe, int threads, uint32_t seed) {
+  constexpr int kSessions = 5;
+  EngineOptions options;
+  options.recipe = recipe;
+  options.max_context = 120;
+  std::vector<std::unique_ptr<Session>> batched, alone;
+  for (int i = 0; i < kSessions; ++i) {
+    options.threads = threads;
+    batched.push_back(std::make_unique<Session>(model, options));
+    options.threads = 1;
+    alone.push_back(std::make_unique<Session>(model, options));
+  }
+  std::mt19937 rng(seed);
+  const int n_vocab = model->config().n_vocab;
+  for (int round = 0; round < 30; ++round) {
+    std::vector<std::vector<int32_t>> tokens(kSessions);
+    std::vector<std::vector<float>> logits(kSessions);
+    std::vector<ForwardRequest> requests;
+    for (int i = 0; i < kSessions; ++i) {
+      const int64_t room = batched[size_t(i)]->max_context() - batched[size_t(i)]->n_past();
+      if (rng() % 4 == 0 || room == 0) continue;  // sits this round out
+      const int64_t length = rng() % 3 == 0 ? 1 + int64_t(rng() % uint32_t(std::min<int64_t>(room, 37))) : 1;
+      for (int64_t j = 0; j < length; ++j) tokens[size_t(i)].push_back(int32_t(rng() % uint32_t(n_vocab)));
+      const LogitsFor which = std::array{LogitsFor::All, LogitsFor::Last, LogitsFor::None}[rng() % 3];
+      requests.push_back({batched[size_t(i)].get(), tokens[size_t(i)], which, &logits[size_t(i)]});
+    }
+    std::shuffle(requests.begin(), requests.end(), rng);
+    Session::forward_batch(requests);
+    for (const ForwardRequest& r : requests) {
+      const size_t i = size_t(std::find_if(batched.begin(), batched.end(), [&](const auto& b) { return b.get() == r.session; }) - batched.begin());
+      std::vector<float> expected;
+      alone[i]->forward(tokens[i], r.which, &expected);
+      ASSERT_EQ(batched[i]->tokens(), alone[i]->tokens()) << "round " << round << ", session " << i;
+      if (r.which == LogitsFor::None) continue;
+      ASSERT_EQ(logits[i].size(), expected.size()) << "round " << round << ", session " << i;
+      ASSERT_EQ(0, std::memcmp(logits[i].data(), expected.data(), expected.size() * 4))
+          << "round " << round << ", session " << i << ", " << requests.size() << " sessions in the pass";
+    }
+  }
+  const ModelConfig& c = model->config();
+  for (size_t i = 0; i < kSessions; ++i)
+    for (int l = 0; l < c.n_layer; ++l)
+      for (int64_t p = 0; p < batched[i]->n_past(); ++p) {
+        const KvCache& b = batched[i]->kv_cache();
+        const KvCache& a = alone[i]->kv_cache();
+        ASSERT_EQ(0, std::memcmp(b.k(l, p), a.k(l, p), size_t(c.kv_row_floats()) * 4)) << i << " " << l << " " << p;
+        ASSERT_EQ(0, std::memcmp(b.v(l, p), a.v(l, p), size_t(c.kv_row_floats()) * 4)) << i << " " << l << " " << p;
+      }
 }
 
 TEST(Forward, Stories260KGreedyMatchesReference) {
@@ -153,6 +212,13 @@ TEST_P(SharedModel, InheritedActivationBuffersChangeNothing) {
   const auto inherited = logits_of(model_, tokens, 0, 2, default_isa(), recipe_);
   ASSERT_EQ(inherited.size(), fresh.size());
   EXPECT_EQ(0, std::memcmp(inherited.data(), fresh.data(), fresh.size() * 4));
+}
+
+TEST_P(SharedModel, BatchedPassesEqualEachSessionAlone) {
+  for (int threads : {1, 2, 3}) expect_batched_equals_alone(model_, recipe_, threads, 11 + uint32_t(threads));
+  Recipe compact = recipe_;
+  compact.kv = KvStorage::I8;
+  expect_batched_equals_alone(model_, compact, 2, 7);
 }
 
 TEST_P(SharedModel, DecodeStepEqualsPrefillRow) {
@@ -321,6 +387,38 @@ TEST(Forward, RejectsOutOfVocabularyAndOverlongPrompts) {
   EXPECT_EQ(session.n_past(), 0);
 }
 
+// A batch is one model, recipe and ISA, each session once, every request
+// checked before any row is computed: a refused batch changes no session.
+TEST(Forward, BatchedPassRefusesWhatCannotShareIt) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  auto model = Model::load(test::data_path(test::kStories260K));
+  EngineOptions options;
+  options.max_context = 8;
+  Session a(model, options), b(model, options);
+  options.recipe.kv = KvStorage::BF16;
+  Session other_recipe(model, options);
+  const std::vector<int32_t> ok = {1, 5}, bad = {1, 512}, too_long(9, 5);
+  auto refused = [&](std::vector<ForwardRequest> requests, ErrorCode code, const char* says) {
+    try {
+      Session::forward_batch(requests);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused({{&a, ok}, {&other_recipe, ok}}, ErrorCode::InvalidArgument, "one model, recipe and ISA");
+  refused({{&a, ok}, {&a, ok}}, ErrorCode::InvalidArgument, "appears twice");
+  refused({{&a, ok}, {&b, bad}}, ErrorCode::InvalidArgument, "512");
+  refused({{&a, ok}, {&b, too_long}}, ErrorCode::OutOfRange, "exceeds the context length");
+  EXPECT_EQ(a.n_past(), 0);
+  EXPECT_EQ(b.n_past(), 0);
+  std::vector<float> logits = {1.0f};
+  Session::forward_batch(std::vector<ForwardRequest>{{&a, ok, LogitsFor::Last, nullptr}, {&b, {}, LogitsFor::Last, &logits}});
+  EXPECT_EQ(a.n_past(), 2);
+  EXPECT_TRUE(logits.empty());  // no tokens, no logits
+}
+
 }  // namespace
 }  // namespace kvg
 
@@ -441,6 +539,10 @@ TEST_P(ArchitectureModel, BitwiseInvariantAcrossChunksThreadsAndIsa) {
 }
 
 // The features are really on: each family's configuration as loaded.
+TEST_P(ArchitectureModel, BatchedPassesEqualEachSessionAlone) {
+  expect_batched_equals_alone(model_, kDefaultRecipe, 2, 3);
+}
+
 TEST_P(ArchitectureModel, LoadsWithItsFamilysFeatures) {
   const ModelConfig& c = model_->config();
   const std::string name = GetParam().name;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,25 +68,42 @@ void warm_up(const std::shared_ptr<const Model>& model, EngineOptions options, c
 }
 
 // One prefill of the prompt (a single forward call, what is measured), then
-// n_gen greedy decode steps, in a fresh session.
+// n_gen greedy decode steps, in fresh sessions: with several sequences, each
+// step is one batched pass over all of them (Session::forward_batch), the
+// prompt rotated by one token per sequence.
 BenchRun run_bench(const std::shared_ptr<const Model>& model, EngineOptions options, const Recipe& recipe,
-                   const std::vector<int32_t>& prompt, int64_t n_gen, const std::string& label) {
+                   const std::vector<int32_t>& prompt, int64_t n_gen, int64_t sequences, const std::string& label) {
   options.recipe = recipe;
-  std::vector<float> logits;
-  Session session(model, options);
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::vector<int32_t>> prompts, next(static_cast<size_t>(sequences), std::vector<int32_t>(1));
+  std::vector<std::vector<float>> logits(static_cast<size_t>(sequences));
+  for (int64_t i = 0; i < sequences; ++i) {
+    sessions.push_back(std::make_unique<Session>(model, options));
+    prompts.push_back(prompt);
+    std::rotate(prompts.back().begin(), prompts.back().begin() + i % int64_t(prompt.size()), prompts.back().end());
+  }
+  // Every sequence's step in one pass; one sequence alone through forward(),
+  // so a GPU session runs as it always did.
+  auto step = [&](const std::vector<std::vector<int32_t>>& tokens) {
+    if (sequences == 1) return sessions[0]->forward(tokens[0], LogitsFor::Last, &logits[0]);
+    std::vector<ForwardRequest> requests;
+    for (int64_t i = 0; i < sequences; ++i) requests.push_back({sessions[size_t(i)].get(), tokens[size_t(i)], LogitsFor::Last, &logits[size_t(i)]});
+    Session::forward_batch(requests);
+  };
   BenchRun run;
   // The prefill's line shows only its start and end; decode redraws at most
   // ten times a second.
   ProgressLine progress("bench: " + label + "prefill", "tokens");
+  progress.update(0, int64_t(prompt.size()));
   double t0 = now_seconds();
-  session.prefill(prompt, 0, LogitsFor::Last, &logits, {}, progress.reporter());
+  step(prompts);
   run.prefill_s = now_seconds() - t0;
   progress.restart("bench: " + label + "decode");
   t0 = now_seconds();
   for (int64_t i = 0; i < n_gen; ++i) {
     progress.update(i, n_gen);
-    const int32_t next[1] = {argmax(logits)};
-    session.forward(next, LogitsFor::Last, &logits);
+    for (int64_t s = 0; s < sequences; ++s) next[size_t(s)][0] = argmax(logits[size_t(s)]);
+    step(next);
   }
   run.decode_s = now_seconds() - t0;
   return run;
@@ -112,15 +130,17 @@ std::string plus_minus(Spread s, const char* format) {
 // The one JSON document of --json: the model and settings once, then each
 // recipe with its mean, standard deviation and every run's seconds.
 void print_json(const Model& model, const EngineOptions& options, const std::vector<RecipeRuns>& all,
-                int64_t n_prompt, int64_t n_gen, int64_t repetitions, double memory_gbps) {
+                int64_t n_prompt, int64_t n_gen, int64_t repetitions, int64_t sequences, double memory_gbps) {
   const double weight_gb = double(model.weight_bytes()) / 1e9;
+  const double token_gb = weight_gb / double(sequences);  // a pass reads the weights once for every sequence
   std::printf("{\"kvg\":{\"version\":\"%s\",\"commit\":\"%s\"},\"model\":\"%s\",\"architecture\":\"%s\","
               "\"parameters\":%llu,\"weight_bytes\":%llu,\"context_length\":%d,\"isa\":\"%s\",\"threads\":%d,"
-              "\"repetitions\":%lld,\"prompt_tokens\":%lld,\"gen_tokens\":%lld,\"memory_read_gbps\":%s,\"recipes\":[",
+              "\"repetitions\":%lld,\"sequences\":%lld,\"prompt_tokens\":%lld,\"gen_tokens\":%lld,\"memory_read_gbps\":%s,"
+              "\"recipes\":[",
               version(), build_commit(), json_escape(model.path()).c_str(),
               json_escape(model.config().architecture).c_str(), (unsigned long long)model.parameter_count(),
               (unsigned long long)model.weight_bytes(), model.config().n_ctx, isa_name(options.isa),
-              options.threads, (long long)repetitions, (long long)n_prompt, (long long)n_gen,
+              options.threads, (long long)repetitions, (long long)sequences, (long long)n_prompt, (long long)n_gen,
               memory_gbps > 0 ? std::to_string(memory_gbps).c_str() : "null");
   for (size_t i = 0; i < all.size(); ++i) {
     const RecipeRuns& r = all[i];
@@ -130,18 +150,21 @@ void print_json(const Model& model, const EngineOptions& options, const std::vec
                 "\"weight_gbps\":%.4f,\"weight_gbps_stddev\":%.4f,\"seconds\":[%s]}}",
                 i ? "," : "", r.recipe.name().c_str(), (long long)n_prompt, prefill.mean, prefill.stddev,
                 seconds_list(r.runs, &BenchRun::prefill_s).c_str(), (long long)n_gen, decode.mean, decode.stddev,
-                weight_gb * decode.mean, weight_gb * decode.stddev, seconds_list(r.runs, &BenchRun::decode_s).c_str());
+                token_gb * decode.mean, token_gb * decode.stddev, seconds_list(r.runs, &BenchRun::decode_s).c_str());
   }
   std::printf("]}\n");
 }
 
 void print_table(const Model& model, const EngineOptions& options, const std::vector<RecipeRuns>& all,
-                 int64_t n_prompt, int64_t n_gen, int64_t repetitions, double memory_gbps) {
+                 int64_t n_prompt, int64_t n_gen, int64_t repetitions, int64_t sequences, double memory_gbps) {
   const double weight_gb = double(model.weight_bytes()) / 1e9;
+  const double token_gb = weight_gb / double(sequences);  // a pass reads the weights once for every sequence
   std::printf("model        %s (%s, %llu parameters, %.3f GB of weights)\n", model.path().c_str(),
               model.config().architecture.c_str(), (unsigned long long)model.parameter_count(), weight_gb);
-  std::printf("engine       isa %s, %d thread(s); prompt %lld tokens, %lld decoded\n", isa_name(options.isa),
+  std::printf("engine       isa %s, %d thread(s); prompt %lld tokens, %lld decoded", isa_name(options.isa),
               options.threads, (long long)n_prompt, (long long)n_gen);
+  if (sequences > 1) std::printf("; %lld sequences in batched passes, tokens/s summed", (long long)sequences);
+  std::printf("\n");
   std::printf("runs         %lld per recipe: mean ± standard deviation\n", (long long)repetitions);
   if (memory_gbps > 0)
     std::printf("memory read  %.2f GB/s (1 GiB, %d thread(s), after the runs)\n", memory_gbps, options.threads);
@@ -150,9 +173,9 @@ void print_table(const Model& model, const EngineOptions& options, const std::ve
   for (const RecipeRuns& r : all) {
     const Spread prefill = spread_of(r.prefill_tps), decode = spread_of(r.decode_tps);
     char share[32] = "";
-    if (memory_gbps > 0) std::snprintf(share, sizeof(share), "%.0f%%", 100.0 * weight_gb * decode.mean / memory_gbps);
+    if (memory_gbps > 0) std::snprintf(share, sizeof(share), "%.0f%%", 100.0 * token_gb * decode.mean / memory_gbps);
     std::printf("| %s | %s | %s | %s | %s |\n", r.recipe.name().c_str(), plus_minus(prefill, "%.1f").c_str(),
-                plus_minus(decode, "%.1f").c_str(), plus_minus({weight_gb * decode.mean, weight_gb * decode.stddev}, "%.2f").c_str(),
+                plus_minus(decode, "%.1f").c_str(), plus_minus({token_gb * decode.mean, token_gb * decode.stddev}, "%.2f").c_str(),
                 share);
   }
 }
@@ -164,6 +187,9 @@ int cmd_bench(const Args& args) {
   std::vector<Recipe> recipes;
   const EngineOptions options = engine_options(args, &recipes);
   const int64_t repetitions = args.get_int("repetitions", 5, 1, 1000);
+  const int64_t sequences = args.get_int("sequences", 1, 1, 256);
+  if (sequences > 1 && options.device != Device::Cpu)
+    throw Error(ErrorCode::InvalidArgument, "--sequences runs batched passes on the CPU: use --device cpu");
   const int64_t limit = Session(model, options).max_context();
   const int64_t n_prompt = args.get_int("prompt-tokens", std::min<int64_t>(128, limit / 2), 1, limit - 1);
   const int64_t n_gen = args.get_int("gen-tokens", std::min<int64_t>(64, limit - n_prompt), 1, limit - n_prompt);
@@ -185,15 +211,15 @@ int cmd_bench(const Args& args) {
   for (int64_t rep = 0; rep < repetitions; ++rep) {
     for (RecipeRuns& r : all) {
       const std::string label = repetitions > 1 ? "run " + std::to_string(rep + 1) + "/" + std::to_string(repetitions) + ": " : "";
-      const BenchRun run = run_bench(model, options, r.recipe, prompt, n_gen, label);
+      const BenchRun run = run_bench(model, options, r.recipe, prompt, n_gen, sequences, label);
       r.runs.push_back(run);
-      r.prefill_tps.push_back(double(n_prompt) / run.prefill_s);
-      r.decode_tps.push_back(double(n_gen) / run.decode_s);
+      r.prefill_tps.push_back(double(sequences * n_prompt) / run.prefill_s);
+      r.decode_tps.push_back(double(sequences * n_gen) / run.decode_s);
     }
   }
   const double mem = args.has("skip-memory") ? 0 : memory_read_gbps(options.threads);
-  if (args.has("json")) print_json(*model, options, all, n_prompt, n_gen, repetitions, mem);  // one document
-  else print_table(*model, options, all, n_prompt, n_gen, repetitions, mem);
+  if (args.has("json")) print_json(*model, options, all, n_prompt, n_gen, repetitions, sequences, mem);  // one document
+  else print_table(*model, options, all, n_prompt, n_gen, repetitions, sequences, mem);
   return 0;
 }
 
