@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/matmul_q8.hpp"
+#include "kernels/cpu/prefetch_rows.hpp"
 #include "kernels/cpu/q8_panels.hpp"
 #include "kernels/cpu/q8_unpack.hpp"
 #include "kernels/cpu/weights.hpp"
@@ -30,7 +31,7 @@ namespace kvg::detail {
 // its own copy; the linker must not merge them across ISAs.)
 namespace {
 
-// Tokens of a tile: each weight block is unpacked once per tile.
+// Panels of a tile: each weight block is unpacked once per tile.
 constexpr int kQ8PanelsPerTile = 4;
 
 // I1 and I2 of block b of R unpacked rows for every lane of panels
@@ -111,11 +112,18 @@ void panel_tile(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[r][p] = V::zerof();
   Q8Unpacked u[R];
+  // One tile covers every panel (a batch of decode rows, a short prompt):
+  // each weight byte serves few tokens and memory sets the pace, and the
+  // next rows read are the next group's, so their blocks are asked for
+  // ahead, as decode does (prefetch_rows.hpp).
+  const bool stream_rows = pn.n_panels <= kQ8PanelsPerTile;
   for (int64_t b = 0; b < pn.blocks; ++b) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)  // unsigned weights: panels without offset, nothing to remove
+    for (int r = 0; r < R; ++r) {  // unsigned weights: panels without offset, nothing to remove
+      if (stream_rows) prefetch_next_group(w.row(r0 + r) + b * W::kBytes, w.row_bytes, R, W::kBytes);
       unpack_block<kType, q8_unsigned_weights(kType) ? 0 : V::kOffset, V::kAbs>(
           w.row(r0 + r) + b * W::kBytes, u[r]);
+    }
     I i1[R][NP], i2[R][NP];
     panel_block_ints<V, kType, R, NP>(pn, p0, b, u, i1, i2);
 #pragma GCC unroll 4

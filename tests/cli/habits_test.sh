@@ -81,6 +81,16 @@ for r in d[\"recipes\"]:
     assert abs(st.stdev(tps) - p[\"tokens_per_s_stddev\"]) <= 1e-3 * p[\"tokens_per_s\"] + 2e-3, (phase, tps, p)'"
 check "bench -r 0 is refused" bash -c "'$kvg' bench -m '$model' -r 0 2>&1 | grep -q -- '--repetitions must be in 1..1000, not 0'"
 check "bench refuses a prompt beyond the context" bash -c "'$kvg' bench -m '$q8' -p 600 -r 1 2>&1 | grep -q -- '--prompt-tokens must be in 1..511, not 600'"
+# --sequences N: N sequences decoded in batched passes, their tokens/s summed;
+# the weights are read once a pass, so the weight bandwidth is per pass.
+check "bench --sequences 4 sums four sequences' tokens and says so" bash -c "
+  '$kvg' bench -m '$q8' -p 8 -n 4 -r 1 -b 4 --skip-memory --json | python3 -c 'import json,sys; d = json.load(sys.stdin); r = d[\"recipes\"][0]
+assert d[\"sequences\"] == 4, d
+tps = 4 * 4 / r[\"decode\"][\"seconds\"][0]
+assert abs(r[\"decode\"][\"tokens_per_s\"] - tps) <= 1e-3 * tps, (r, tps)
+assert abs(r[\"decode\"][\"weight_gbps\"] - d[\"weight_bytes\"] / 1e9 * tps / 4) <= 1e-3 * r[\"decode\"][\"weight_gbps\"] + 1e-6, r' &&
+  '$kvg' bench -m '$q8' -p 8 -n 2 -r 1 -b 3 --skip-memory | grep -q '3 sequences in batched passes'"
+check "bench --sequences 0 is refused" bash -c "'$kvg' bench -m '$model' -b 0 -r 1 2>&1 | grep -q -- '--sequences must be in 1..256, not 0'"
 
 # --json: exactly one JSON document from every command that has the flag.
 check "bench --json with two recipes is one document with both" bash -c "
