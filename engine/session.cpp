@@ -88,27 +88,30 @@ void Session::forward(std::span<const int32_t> tokens, LogitsFor which, std::vec
 }
 
 void Session::forward_batch(std::span<const ForwardRequest> requests) {
+  // Every request is checked before anything is computed or cleared, so a
+  // refused batch changes no session and no caller's logits.
   std::vector<ForwardRequest> parts;
   for (const ForwardRequest& r : requests) {
     if (!r.session) throw Error(ErrorCode::InvalidArgument, "a batched forward request names no session");
-    if (r.tokens.empty()) {
-      if (r.logits) r.logits->clear();
-      continue;
-    }
+    if (r.tokens.empty()) continue;
     const Session& lead = parts.empty() ? *r.session : *parts.front().session;
-    if (r.session->model_ != lead.model_ || !(r.session->options_.recipe == lead.options_.recipe) ||
-        r.session->options_.isa != lead.options_.isa)
-      throw Error(ErrorCode::InvalidArgument, "a batched forward pass runs one model, recipe and ISA: " +
+    if (r.session->model_ != lead.model_)
+      throw Error(ErrorCode::InvalidArgument, "a batched forward pass runs one model: " + r.session->model_->path() +
+                                                  " cannot join " + lead.model_->path() +
+                                                  " (a model loaded twice is two models)");
+    if (!(r.session->options_.recipe == lead.options_.recipe) || r.session->options_.isa != lead.options_.isa)
+      throw Error(ErrorCode::InvalidArgument, "a batched forward pass runs one recipe and ISA: " +
                                                   r.session->options_.recipe.name() + " on " +
                                                   isa_name(r.session->options_.isa) + " cannot join " +
-                                                  lead.options_.recipe.name() + " on " +
-                                                  isa_name(lead.options_.isa) + " (or the models differ)");
+                                                  lead.options_.recipe.name() + " on " + isa_name(lead.options_.isa));
     if (r.session->cuda_) throw Error(ErrorCode::Unsupported, "a batched forward pass runs on the CPU; this session runs on CUDA");
     for (const ForwardRequest& p : parts)
       if (p.session == r.session) throw Error(ErrorCode::InvalidArgument, "a session appears twice in one batched forward pass");
     r.session->check_tokens(r.tokens);
     parts.push_back(r);
   }
+  for (const ForwardRequest& r : requests)
+    if (r.tokens.empty() && r.logits) r.logits->clear();
   if (parts.empty()) return;
   parts.front().session->forward_cpu(parts);
   for (const ForwardRequest& p : parts) p.session->tokens_.insert(p.session->tokens_.end(), p.tokens.begin(), p.tokens.end());

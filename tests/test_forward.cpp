@@ -407,13 +407,16 @@ TEST(Forward, BatchedPassRefusesWhatCannotShareIt) {
       EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
     }
   };
-  refused({{&a, ok}, {&other_recipe, ok}}, ErrorCode::InvalidArgument, "one model, recipe and ISA");
+  Session other_model(Model::load(test::data_path(test::kStories260K)), EngineOptions{});
+  refused({{&a, ok}, {&other_model, ok}}, ErrorCode::InvalidArgument, "runs one model");
+  refused({{&a, ok}, {&other_recipe, ok}}, ErrorCode::InvalidArgument, "one recipe and ISA: f32-portable-v1+kv-bf16");
   refused({{&a, ok}, {&a, ok}}, ErrorCode::InvalidArgument, "appears twice");
   refused({{&a, ok}, {&b, bad}}, ErrorCode::InvalidArgument, "512");
-  refused({{&a, ok}, {&b, too_long}}, ErrorCode::OutOfRange, "exceeds the context length");
+  std::vector<float> logits = {1.0f};
+  refused({{&b, {}, LogitsFor::Last, &logits}, {&a, ok}, {&b, too_long}}, ErrorCode::OutOfRange, "exceeds the context length");
   EXPECT_EQ(a.n_past(), 0);
   EXPECT_EQ(b.n_past(), 0);
-  std::vector<float> logits = {1.0f};
+  EXPECT_EQ(logits, std::vector<float>{1.0f});  // a refused batch clears nothing
   Session::forward_batch(std::vector<ForwardRequest>{{&a, ok, LogitsFor::Last, nullptr}, {&b, {}, LogitsFor::Last, &logits}});
   EXPECT_EQ(a.n_past(), 2);
   EXPECT_TRUE(logits.empty());  // no tokens, no logits
