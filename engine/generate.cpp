@@ -13,45 +13,97 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-GenerateResult generate(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options) {
-  if (session.n_past() == 0 && prompt.empty())
+Generation::Generation(Session& session, std::span<const int32_t> prompt, GenerateOptions options)
+    : session_(session), options_(std::move(options)), prompt_(prompt.begin(), prompt.end()) {
+  if (session_.n_past() == 0 && prompt_.empty())
     throw Error(ErrorCode::InvalidArgument, "generate needs at least one prompt token");
-  GenerateResult result;
-  std::vector<float> logits;
-  auto start = std::chrono::steady_clock::now();
-  if (prompt.empty()) {
-    // Everything is already in the cache (a whole-prompt graft): re-evaluate
-    // the last token to get its logits, exactly as a fresh run computes them.
-    const int32_t last = session.tokens().back();
-    session.truncate(session.n_past() - 1);
-    const int32_t one[1] = {last};
-    session.forward(one, LogitsFor::Last, &logits);
-  } else {
-    session.prefill(prompt, options.prefill_chunk, LogitsFor::Last, &logits, options.check, options.prefill_report);
+  if (prompt_.empty()) {
+    // Everything is already in the cache (a whole-prompt graft): evaluate
+    // the last token again for its logits, exactly as a fresh run computes them.
+    prompt_.push_back(session_.tokens().back());
+    session_.truncate(session_.n_past() - 1);
   }
-  result.prefill_seconds = seconds_since(start);
-  start = std::chrono::steady_clock::now();
-  const int n_vocab = session.model().config().n_vocab;
-  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t token = sample_token(std::span<const float>(logits.data(), size_t(n_vocab)), options.sampling,
-                                       session.n_past());
-    result.tokens.push_back(token);
-    if (options.decode_report) options.decode_report(i + 1, options.max_new_tokens);
-    const bool more = options.on_token ? options.on_token(token) : true;
-    const std::vector<int32_t>& stops = options.stop_tokens;
-    const bool end = session.model().tokenizer().is_end_of_generation(token) ||
-                     std::find(stops.begin(), stops.end(), token) != stops.end();
-    if (options.stop_at_eos && end) {
-      result.stopped_at_eos = true;
-      break;
-    }
-    if (!more || i + 1 == options.max_new_tokens || session.n_past() >= session.max_context()) break;
+  session_.check_tokens(prompt_);
+  if (options_.prefill_report) options_.prefill_report(0, prompt_tokens());
+}
+
+ForwardRequest Generation::next() {
+  if (finished_) throw Error(ErrorCode::Internal, "a finished generation has no next pass");
+  if (evaluated_ < prompt_.size()) {
+    const size_t left = prompt_.size() - evaluated_;
+    chunk_ = options_.prefill_chunk > 0 ? std::min(left, size_t(options_.prefill_chunk)) : left;
+    const bool last_chunk = chunk_ == left;
+    return {&session_, std::span<const int32_t>(prompt_).subspan(evaluated_, chunk_),
+            last_chunk ? LogitsFor::Last : LogitsFor::None, &logits_};
+  }
+  chunk_ = 0;
+  return {&session_, std::span<const int32_t>(&last_, 1), LogitsFor::Last, &logits_};
+}
+
+void Generation::advance() {
+  if (evaluated_ < prompt_.size()) {
+    evaluated_ += chunk_;
+    if (options_.prefill_report) options_.prefill_report(int64_t(evaluated_), prompt_tokens());
+    if (evaluated_ < prompt_.size()) return;
+    result_.prefill_seconds = seconds_since(phase_began_);
+    phase_began_ = std::chrono::steady_clock::now();
+    if (options_.max_new_tokens <= 0) return finish();
+  }
+  sample();
+}
+
+void Generation::sample() {
+  const int n_vocab = session_.model().config().n_vocab;
+  if (logits_.size() != size_t(n_vocab)) throw Error(ErrorCode::Internal, "a generation's pass gave no logits row");
+  const int32_t token = sample_token(logits_, options_.sampling, session_.n_past());
+  result_.tokens.push_back(token);
+  const int64_t made = int64_t(result_.tokens.size());
+  if (options_.decode_report) options_.decode_report(made, options_.max_new_tokens);
+  const bool more = options_.on_token ? options_.on_token(token) : true;
+  const std::vector<int32_t>& stops = options_.stop_tokens;
+  const bool end = session_.model().tokenizer().is_end_of_generation(token) ||
+                   std::find(stops.begin(), stops.end(), token) != stops.end();
+  if (options_.stop_at_eos && end) {
+    result_.stopped_at_eos = true;
+    return finish();
+  }
+  if (!more || made == options_.max_new_tokens || session_.n_past() >= session_.max_context()) return finish();
+  last_ = token;
+}
+
+void Generation::finish() {
+  finished_ = true;
+  result_.decode_seconds = evaluated_ < prompt_.size() ? 0 : seconds_since(phase_began_);
+}
+
+GenerateResult generate(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options) {
+  Generation generation(session, prompt, options);
+  while (!generation.finished()) {
     if (options.check) options.check();
-    const int32_t one[1] = {token};
-    session.forward(one, LogitsFor::Last, &logits);
+    const ForwardRequest part = generation.next();
+    session.forward(part.tokens, part.which, part.logits);
+    generation.advance();
   }
-  result.decode_seconds = seconds_since(start);
-  return result;
+  return generation.result();
+}
+
+void step_together(std::span<Generation* const> generations) {
+  std::vector<ForwardRequest> parts;
+  std::vector<Generation*> running;
+  for (Generation* g : generations)
+    if (!g->finished()) {
+      parts.push_back(g->next());
+      running.push_back(g);
+    }
+  if (parts.empty()) return;
+  if (parts.front().session->runs_on() == Device::Cuda) {
+    // No batched GPU pass yet: GPU sessions take their passes one after
+    // another (still one process, one context, one weight upload).
+    for (const ForwardRequest& part : parts) part.session->forward(part.tokens, part.which, part.logits);
+  } else {
+    Session::forward_batch(parts);
+  }
+  for (Generation* g : running) g->advance();
 }
 
 }  // namespace kvg

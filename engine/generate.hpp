@@ -1,6 +1,7 @@
 // The decode loop shared by the CLI and the extension.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -34,8 +35,56 @@ struct GenerateResult {
   double decode_seconds = 0;
 };
 
+// One generation as a series of forward passes: prefill chunks, then one
+// decode row per token. Split so that many generations can share each pass
+// (step_together: the engine worker's continuous batching); generate() runs
+// one alone. Either way a generation's tokens are the same bits, as every
+// pass is (Session::forward_batch). The session must outlive it.
+class Generation {
+ public:
+  // Evaluates `prompt` after what the session already holds (which may be a
+  // graft), then decodes. Refuses bad tokens and a prompt that cannot fit
+  // before any pass; the session must hold or receive at least one token.
+  // `options.check` is the driver's to call (generate() calls it before each
+  // pass).
+  Generation(Session& session, std::span<const int32_t> prompt, GenerateOptions options);
+
+  bool finished() const { return finished_; }
+  // This generation's part of the next pass: a prefill chunk, or the token
+  // decoded last. Only while not finished; valid until advance().
+  ForwardRequest next();
+  // After the pass that ran next(): the sampled token when its logits came,
+  // and whether to go on.
+  void advance();
+
+  Session& session() const { return session_; }
+  const GenerateResult& result() const { return result_; }
+  int64_t prompt_tokens() const { return int64_t(prompt_.size()); }
+
+ private:
+  void sample();
+  void finish();
+
+  Session& session_;
+  GenerateOptions options_;
+  std::vector<int32_t> prompt_;  // still to evaluate from `evaluated_`
+  size_t evaluated_ = 0;
+  size_t chunk_ = 0;  // tokens of the part next() handed out
+  int32_t last_ = 0;  // the token to decode next
+  std::vector<float> logits_;
+  bool finished_ = false;
+  GenerateResult result_;
+  std::chrono::steady_clock::time_point phase_began_ = std::chrono::steady_clock::now();
+};
+
 // Evaluates `prompt` after what the session already holds (which may be a
 // graft), then decodes. The session must hold or receive at least one token.
 GenerateResult generate(Session& session, std::span<const int32_t> prompt, const GenerateOptions& options);
+
+// One forward pass for the next part of each unfinished generation, then
+// each advanced. Their sessions must be able to share a pass (same model,
+// recipe and ISA, on the CPU: Session::forward_batch), else nothing runs and
+// kvg::Error says why. Sessions on a GPU run their parts one after another.
+void step_together(std::span<Generation* const> generations);
 
 }  // namespace kvg

@@ -95,6 +95,11 @@ class Session {
   void prefill(std::span<const int32_t> tokens, int64_t chunk, LogitsFor which, std::vector<float>* logits,
                const ProgressCheck& check = {}, const ProgressReport& report = {});
 
+  // Refuses (InvalidArgument) token ids outside the vocabulary and more
+  // tokens than the context has room for after n_past(): what forward()
+  // checks before it computes anything.
+  void check_tokens(std::span<const int32_t> tokens) const;
+
   // Forgets positions >= n (their KV rows become garbage to overwrite).
   void truncate(int64_t n);
 
@@ -120,7 +125,6 @@ class Session {
     void operator()(Scratch* scratch) const;
     static std::unique_ptr<Scratch>& spare();  // this thread's
   };
-  void check_tokens(std::span<const int32_t> tokens) const;
   // The CPU executor (engine/forward.cpp): each part's tokens at its
   // session's n_past().., their KV rows into its cache; the callers append
   // them to the histories. Run by parts[0].session, which must be this.

@@ -205,6 +205,18 @@ else
 fi
 rm -rf "$reliability_tmp"
 
+echo "== the engine worker (tests/concurrency/engine_worker_test.sh: interleavings, admission, cancel, slow client, crashes)"
+# Last on the shared cluster: its final check SIGKILLs the worker, which makes
+# PostgreSQL reset shared memory and restart every backend.
+{ fresh_db kvg_engine kvg &&
+  bash tests/concurrency/engine_worker_test.sh kvg_engine "$KVG_TEST_DATA/models/TinyStories-656K-Q8_0.gguf" \
+    "$repo/${KVG_BUILD_DIR:-build}/cli/kvg"; } >"$log/engine_worker" 2>&1
+grep -v '^ok ' "$log/engine_worker"
+p=$(grep -c '^ok ' "$log/engine_worker")
+f=$(grep -c '^not ok ' "$log/engine_worker")
+grep -q '^1\.\.8$' "$log/engine_worker" || f=$((f + 1))  # it stopped before its last check
+count engine_worker "$p" "$f" 0
+
 echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"
 if bash tests/crash/crash_test.sh; then count crash 1 0 0; else count crash 0 1 0; fi
 

@@ -679,6 +679,25 @@ AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_audit_writers() IS
   'The audit writer of each database (a background worker): its pid, state, rows written and commits.';
 
+-- The engine worker (kvg.engine = worker): the one process that runs every
+-- session's generations in shared batched passes. One row while kvg is
+-- preloaded: its pid (null while none runs), how many times it has started,
+-- the model it last loaded, sequences running and waiting for room, the most
+-- sequences one pass carried, the KV its sequences reserve, and its passes,
+-- rows (sequence parts carried), generations served and failed, and its
+-- verified-artifact cache (kvg.engine_cache_memory).
+CREATE FUNCTION public.kvg_engine_worker(OUT pid integer, OUT starts bigint, OUT model text, OUT sequences integer,
+                                         OUT queued integer, OUT batch_peak integer, OUT kv_bytes bigint,
+                                         OUT passes bigint, OUT rows_carried bigint, OUT served bigint,
+                                         OUT failed bigint, OUT cache_entries bigint, OUT cache_bytes bigint,
+                                         OUT cache_hits bigint, OUT cache_misses bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_engine_worker' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_engine_worker() IS
+  'The engine worker (kvg.engine = worker): pid, starts, model, running and waiting sequences, batch peak, KV, passes.';
+CREATE VIEW kvg.engine_worker AS SELECT * FROM public.kvg_engine_worker();
+COMMENT ON VIEW kvg.engine_worker IS 'The engine worker at work (kvg_engine_worker()).';
+
 -- Scale-out (docs/scale-out.md): hot standbys answer from the replicated
 -- library and artifacts; their audit rows are appended here, on the primary,
 -- in its one hash chain. A standby connects with kvg.audit_conninfo as a
@@ -1561,7 +1580,7 @@ $$;
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
 GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
-                kvg.artifact_cache, kvg.artifact_claims TO kvg_user;
+                kvg.artifact_cache, kvg.artifact_claims, kvg.engine_worker TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),
@@ -1576,6 +1595,7 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_graft_check(text, integer[], integer),
   public.kvg_tokenize(text, text),
   public.kvg_model_info(),
+  public.kvg_engine_worker(),
   public.kvg_chat(jsonb, integer, text, bigint, double precision),
   public.kvg_chat_prompt(jsonb, text),
   public.kvg_generate_positional(text[], text, integer),

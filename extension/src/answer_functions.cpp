@@ -11,6 +11,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/output_text.hpp"
 #include "extension/src/engine_call.hpp"
+#include "extension/src/generation_run.hpp"
 #include "extension/src/knowledge_route.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
@@ -72,27 +73,28 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   const SegmentedPrompt prompt = lay_out_fitting(*call.model, tmpl, route);
   const int64_t n = int64_t(prompt.tokens.size());
 
-  Session session(call.model, call.options);
-  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
-  AnswerLine line(call.model->tokenizer(), prompt.tokens.back());
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
   options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the answer
-  options.on_token = [&line](int32_t token) { return line.feed(token); };
-  const GenerateResult r =
-      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  // Compositions with knowledge are stored so the next call grafts them; a
+  // cold question's prompt is not (it would store every question ever asked).
+  // A standby cannot store: the primary stores them when it answers.
+  GenerationAsks asks;
+  asks.answer_line = true;
+  if (route.mode != Route::Mode::Cold && settings::prefix_reuse() && !on_standby()) asks.link_ends = prompt.ends;
+  // In this backend or in the engine worker (kvg.engine): the same tokens.
+  const GenerationRun run = run_generation(call, prompt.tokens, {}, options, asks);
+  const Grafted& grafted = run.grafted;
+  const GenerateResult& r = run.result;
+  AnswerLine line(call.model->tokenizer(), prompt.tokens.back());
+  for (const int32_t token : r.tokens) line.feed(token);
   // The line as the model produced it (audited byte for byte) and as text
   // (what is checked and returned): docs/output-bytes.md.
   const std::string raw_answer = line.answer();
   const std::string answer = output_text(raw_answer);
-
-  // Compositions with knowledge are stored so the next call grafts them; a
-  // cold question's prompt is not (it would store every question ever asked).
-  // A standby cannot store: the primary stores them when it answers.
-  if (route.mode != Route::Mode::Cold && settings::prefix_reuse() && !on_standby())
-    store_segment_links(call, session, grafted, prompt.ends);
+  run.store_links(call);
 
   std::optional<bool> verified;
   if (route.mode == Route::Mode::Recurring) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/error.hpp"
 #include "extension/src/lo_store.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
@@ -72,6 +73,16 @@ std::unique_ptr<ByteSource> open_through_cache(LoStore& store, const Digest& id)
   // Not what its name says: read it again as a stream, so that graft()
   // reports precisely what is wrong with it.
   return store.get_unverified(id);
+}
+
+VerifiedBytes::Bytes verified_artifact_bytes(LoStore& store, const Digest& id) {
+  const StoredArtifact row = store.require(id);
+  if (settings::artifact_cache_bytes() > 0)
+    if (auto bytes = backend_artifact_cache().find(ArtifactCacheKey{uint32_t(MyDatabaseId), id, row.loid})) return bytes;
+  auto source = store.get_unverified(id);
+  if (auto checked = VerifiedBytes::read_checked(*source, row.bytes, id, kLargeObjectChunkBytes))
+    return checked->bytes();
+  throw Error(ErrorCode::Corrupt, "artifact " + to_hex(id) + ": its stored bytes do not hash to its name");
 }
 
 }  // namespace kvg::pg

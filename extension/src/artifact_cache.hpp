@@ -73,4 +73,10 @@ ArtifactCache& backend_artifact_cache();
 // it). NotFound when the artifact has no row.
 std::unique_ptr<ByteSource> open_through_cache(LoStore& store, const Digest& id);
 
+// The bytes of `id`, checked in full against its name: this backend's cache
+// entry, or its large object read and checked (not kept here: they are for
+// the engine worker's cache, engine_worker.hpp). NotFound when the artifact
+// has no row, Corrupt when its bytes are not what its name says.
+VerifiedBytes::Bytes verified_artifact_bytes(LoStore& store, const Digest& id);
+
 }  // namespace kvg::pg

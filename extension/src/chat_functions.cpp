@@ -15,6 +15,7 @@
 #include "engine/request_limits.hpp"
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
+#include "extension/src/generation_run.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
 #include "extension/src/sql_values.hpp"
@@ -78,8 +79,6 @@ KVG_SQL_FUNCTION(kvg_chat) {
   EngineCall call;
   const ChatPrompt prompt = chat_prompt_args(fcinfo, 2, *call.model);
 
-  Session session(call.model, call.options);
-  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.sampling.temperature = float(temperature);
@@ -89,8 +88,10 @@ KVG_SQL_FUNCTION(kvg_chat) {
   options.check = kCheckInterrupts;
   options.prefill_report = progress_notices("chat: prefilled");
   options.decode_report = progress_notices("chat: decoded");
-  const GenerateResult result =
-      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  // In this backend or in the engine worker (kvg.engine): the same tokens.
+  const GenerationRun run = run_generation(call, prompt.tokens, {}, options);
+  const Grafted& grafted = run.grafted;
+  const GenerateResult& result = run.result;
   std::vector<int32_t> answer = result.tokens;
   if (result.stopped_at_eos) answer.pop_back();  // the end of the turn is not part of the answer
   const std::string output = call.model->tokenizer().decode(answer);

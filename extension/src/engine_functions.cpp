@@ -20,6 +20,7 @@
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/engine_context.hpp"
+#include "extension/src/generation_run.hpp"
 #include "extension/src/lo_store.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/prefix_reuse.hpp"
@@ -133,11 +134,8 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   EngineCall call;
   if (artifact) require_readable(call.spi, *artifact);
   const PromptArg text(fcinfo, 0, *call.model, "prompt");
-  Session session(call.model, call.options);
   const ChainPrompt prompt =
       artifact ? prompt_after_artifact(call, *artifact, text) : ChainPrompt{text.fresh(*call.model), {}};
-  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens, prompt.chain);
-  warn_unproven(grafted);
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.sampling.temperature = float(temperature);
@@ -146,8 +144,11 @@ std::optional<std::string> generate_raw(FunctionCallInfo fcinfo) {
   options.check = kCheckInterrupts;
   options.prefill_report = progress_notices("generate: prefilled");
   options.decode_report = progress_notices("generate: decoded");
-  const GenerateResult result =
-      generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(session.n_past())), options);
+  // In this backend or in the engine worker (kvg.engine): the same tokens.
+  const GenerationRun run = run_generation(call, prompt.tokens, prompt.chain, options);
+  const Grafted& grafted = run.grafted;
+  const GenerateResult& result = run.result;
+  warn_unproven(grafted);
   const std::string output = call.model->tokenizer().decode(result.tokens);
 
   AuditRecord audit = call.audit("generate");

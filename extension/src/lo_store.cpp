@@ -250,6 +250,16 @@ std::optional<StoredArtifact> LoStore::find(const Digest& id) {
   return a;
 }
 
+std::vector<StoredArtifact> LoStore::chain(const Digest& leaf) {
+  std::vector<StoredArtifact> rows;
+  for (std::optional<Digest> id = leaf; id; id = rows.back().meta.parent) {
+    if (rows.size() > 100000) throw Error(ErrorCode::Corrupt, "artifact chain is implausibly long (a cycle?)");
+    rows.push_back(require(*id));
+  }
+  std::reverse(rows.begin(), rows.end());
+  return rows;
+}
+
 StoredArtifact LoStore::require(const Digest& id) {
   if (auto a = find(id)) return *a;
   // A standby behind the primary lacks what the primary stored since.

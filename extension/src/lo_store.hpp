@@ -111,6 +111,9 @@ class LoStore final : public ArtifactStore {
   std::optional<StoredArtifact> find(const Digest& id);
   // find(), or NotFound naming the hash.
   StoredArtifact require(const Digest& id);
+  // The rows of the chain ending in `leaf`, root first (require() each,
+  // following parent_sha256): its links without reading their bytes.
+  std::vector<StoredArtifact> chain(const Digest& leaf);
   // Whether every link of the chain ending in `leaf` is trusted.
   bool chain_trusted(const Digest& leaf);
 

@@ -3,6 +3,7 @@
 // (no model, no CUDA: CUDA does not survive fork()).
 #include "extension/src/audit_writer.hpp"
 #include "extension/src/device_notice.hpp"
+#include "extension/src/engine_worker.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
 
@@ -21,7 +22,10 @@ void _PG_init(void) {
   // The audit writer's shared memory exists only when the postmaster loads
   // kvg (shared_preload_libraries); otherwise CREATE EXTENSION refuses
   // (kvg.require_preload) and audited calls are refused.
-  if (process_shared_preload_libraries_in_progress) kvg::pg::audit_writer::setup_at_preload();
+  if (process_shared_preload_libraries_in_progress) {
+    kvg::pg::audit_writer::setup_at_preload();
+    kvg::pg::engine_worker::setup_at_preload();  // the engine worker: engine_worker.hpp
+  }
 }
 
 }

@@ -6,22 +6,28 @@
 
 namespace kvg::pg {
 
-Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
-                            const StoredPrefix& start) {
-  StoredPrefix chain = start;
-  Grafted grafted;
-  if (start.leaf) grafted.proven = call.store.chain_trusted(*start.leaf);
-  if (settings::prefix_reuse() && grafted.proven) {
+ChosenPrefix choose_stored_prefix(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start) {
+  ChosenPrefix chosen{start, true};
+  if (start.leaf) chosen.proven = call.store.chain_trusted(*start.leaf);
+  if (settings::prefix_reuse() && chosen.proven) {
     const LinkLookup lookup = [&](const std::optional<Digest>& parent, std::span<const Digest> hashes) {
       return call.store.links(parent, hashes, call.model->fingerprint(), call.options.recipe.name());
     };
-    chain = longest_stored_prefix(prompt, chain, lookup);
+    chosen.chain = longest_stored_prefix(prompt, start, lookup);
   }
-  if (!chain.leaf) return grafted;
+  return chosen;
+}
+
+Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
+                            const StoredPrefix& start) {
+  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
+  Grafted grafted;
+  grafted.proven = chosen.proven;
+  if (!chosen.chain.leaf) return grafted;
   const auto began = std::chrono::steady_clock::now();
   // graft() verifies every link against the prompt, the model and its bytes.
-  grafted.tokens = graft(session, *chain.leaf, call.open, prompt).n_tokens;
-  grafted.leaf = chain.leaf;
+  grafted.tokens = graft(session, *chosen.chain.leaf, call.open, prompt).n_tokens;
+  grafted.leaf = chosen.chain.leaf;
   grafted.micros = micros_since(began);
   return grafted;
 }
@@ -60,6 +66,21 @@ std::optional<Digest> store_segment_links(EngineCall& call, const Session& sessi
   });
 }
 
+std::optional<Digest> store_captured_links(EngineCall& call, const Grafted& grafted,
+                                           std::span<const std::vector<uint8_t>> links) {
+  std::optional<Digest> parent = grafted.leaf;
+  for (const std::vector<uint8_t>& bytes : links) {
+    MemorySource source(bytes);
+    const ArtifactHeader header = ArtifactReader(source).header();
+    if (header.parent != parent)
+      throw Error(ErrorCode::Internal, "a chain link from the engine worker does not continue the chain before it");
+    auto sink = call.store.writer();
+    sink.write(bytes.data(), bytes.size());
+    parent = sink.commit(meta_from_header(header), grafted.proven ? Provenance::Computed : Provenance::Derived);
+  }
+  return parent;
+}
+
 std::optional<Digest> segment_links_leaf(const Session& session, const Grafted& grafted,
                                          std::span<const int64_t> ends) {
   return walk_links(grafted, ends, [&](int64_t from, int64_t end, const std::optional<Digest>& parent) {
@@ -76,19 +97,18 @@ std::string tokens_sha256(std::span<const int32_t> tokens) {
   return to_hex(sha256(std::span<const uint8_t>(bytes)));
 }
 
-std::string chain_text(const Digest& leaf, const ArtifactOpener& open) {
+std::string chain_text(const Digest& leaf, LoStore& store) {
   std::string text;
-  for (const ArtifactHeader& h : chain_headers(leaf, open))
-    if (h.parent) text += to_hex(*h.parent) + ",";
-  return text + to_hex(leaf);
+  for (const StoredArtifact& row : store.chain(leaf)) text += (text.empty() ? "" : ",") + to_hex(row.id);
+  return text;
 }
 
-void audit_generation(AuditRecord& audit, const EngineCall& call, const Grafted& grafted,
+void audit_generation(AuditRecord& audit, EngineCall& call, const Grafted& grafted,
                       std::span<const int32_t> prompt, const GenerateOptions& options, const GenerateResult& result) {
   const int64_t prompt_tokens = int64_t(prompt.size());
   if (grafted.leaf) {
     audit.artifact_sha256 = to_hex(*grafted.leaf);
-    audit.artifact_chain = chain_text(*grafted.leaf, call.open);
+    audit.artifact_chain = chain_text(*grafted.leaf, call.store);
   }
   audit.tokens_in = int32_t(prompt_tokens);
   audit.tokens_out = int32_t(result.tokens.size());

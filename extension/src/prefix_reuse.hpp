@@ -35,6 +35,14 @@ struct Grafted {
 Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
                             const StoredPrefix& start = {});
 
+// The chain graft_stored_prefix() grafts, chosen without grafting it (the
+// engine worker grafts it: generation_run.hpp), and whether it is proven.
+struct ChosenPrefix {
+  StoredPrefix chain;
+  bool proven = true;
+};
+ChosenPrefix choose_stored_prefix(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start = {});
+
 // Prompt positions whose KV a graft put in place and the forward pass did not
 // recompute: a wholly grafted prompt has its last token evaluated again for
 // its logits (engine/generate.cpp).
@@ -44,15 +52,16 @@ int64_t grafted_tokens_used(const Grafted& grafted, int64_t prompt_tokens);
 // (leaf and every link), token counts, times, kv_proven, and what an auditor
 // needs to decode it again (kvg_generate, kvg_chat): the prompt tokens'
 // hash, the sampling parameters, max_tokens and why it stopped.
-void audit_generation(AuditRecord& audit, const EngineCall& call, const Grafted& grafted,
+void audit_generation(AuditRecord& audit, EngineCall& call, const Grafted& grafted,
                       std::span<const int32_t> prompt, const GenerateOptions& options, const GenerateResult& result);
 
 // SHA-256 of token ids as int32 little-endian bytes (the audit's
 // prompt_tokens_sha256), lowercase hex.
 std::string tokens_sha256(std::span<const int32_t> tokens);
 
-// The chain ending in `leaf`, root first, as comma-separated hex.
-std::string chain_text(const Digest& leaf, const ArtifactOpener& open);
+// The chain ending in `leaf`, root first, as comma-separated hex (from the
+// rows of kvg.artifacts: no artifact is read).
+std::string chain_text(const Digest& leaf, LoStore& store);
 
 // Stores positions [grafted.tokens, ends.back()) of the session as chain links
 // continuing grafted.leaf, one per segment end (`ends`, increasing), and
@@ -61,6 +70,12 @@ std::string chain_text(const Digest& leaf, const ArtifactOpener& open);
 // `derived` otherwise.
 std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
                                           std::span<const int64_t> ends);
+
+// Stores chain links captured elsewhere (by the engine worker: their bytes,
+// in chain order, the first continuing grafted.leaf) as store_segment_links()
+// stores the ones it captures, and returns the last one.
+std::optional<Digest> store_captured_links(EngineCall& call, const Grafted& grafted,
+                                           std::span<const std::vector<uint8_t>> links);
 
 // The last link store_segment_links() would store, computed without storing
 // anything (a deposit learns its entry's artifact before it knows whether

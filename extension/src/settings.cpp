@@ -67,6 +67,14 @@
 //  kvg.gpu_staging_memory  superuser: page-locked host memory is taken from
 //                      the machine's RAM, cannot be swapped, and every
 //                      backend that uses the GPU holds its own.
+//  kvg.engine          superuser: whether generations run in the caller's
+//                      backend or in the engine worker (engine_worker.hpp);
+//                      the bits are the same, so it changes speed, memory and
+//                      which process holds the model, never an answer.
+//  kvg.engine_threads, kvg.engine_max_batch, kvg.engine_kv_memory
+//                      server configuration (SIGHUP): the worker's cores, the
+//                      most sequences it runs at once, and the KV they may
+//                      reserve in all.
 // None is PGC_POSTMASTER: kvg is preloaded (module.cpp), but a session that
 // loads it without that (to be told to preload it) must not fail FATALly.
 #include "extension/src/settings.hpp"
@@ -83,6 +91,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/request_limits.hpp"
 #include "extension/src/disk_headroom.hpp"
+#include "extension/src/engine_worker.hpp"
 #include "extension/src/conninfo.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -266,6 +275,7 @@ void define() {
                           &verifier_timeout_ms_value, 5000, 1, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
                           nullptr);
   disk_headroom::define_setting();
+  engine_worker::define_settings();
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -280,6 +290,7 @@ int threads() {
                                                 "), which a superuser sets");
   return threads_value;
 }
+int max_threads() { return max_threads_value; }
 uint64_t max_import_bytes() { return uint64_t(max_import_kb_value) * 1024; }
 uint64_t storage_quota_bytes() { return uint64_t(storage_quota_kb_value) * 1024; }
 kvg::Device device() { return static_cast<kvg::Device>(device_value); }

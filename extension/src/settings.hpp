@@ -20,6 +20,8 @@ int64_t max_kv_bytes();    // kvg.max_kv_memory in bytes; 0: unbounded
 size_t gpu_staging_bytes();
 // kvg.threads; InvalidArgument when it exceeds kvg.max_threads.
 int threads();
+// kvg.max_threads: the cores, unless a superuser allows fewer.
+int max_threads();
 // The largest import, in bytes (docs/security.md).
 uint64_t max_import_bytes();
 // kvg.storage_quota in bytes: what the session user may have stored in all

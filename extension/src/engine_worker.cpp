@@ -1,0 +1,338 @@
+// The calls' side of the engine worker (engine_worker.hpp): its settings and
+// shared memory, its registration, and one generation handed over and waited
+// for.
+#include "extension/src/engine_worker.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "extension/src/pg_boundary.hpp"
+#include "extension/src/settings.hpp"
+#include "extension/src/sql_raise.hpp"
+#include "extension/src/postgres.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "extension/src/engine_worker_shmem.hpp"
+
+namespace kvg::pg::engine_worker {
+
+namespace {
+
+constexpr const char* kTranche = "kvg_engine";
+// How long a call waits for a worker that is (re)starting before refusing.
+constexpr int kStartWaitMs = 10000;
+constexpr const char* kDownState = "57V02";
+constexpr const char* kDownHint =
+    "The engine worker is a background worker of kvg (see kvg_engine_worker() and the server log); the postmaster "
+    "restarts it. SET kvg.engine = backend runs calls in their own backend meanwhile (a superuser's setting).";
+
+enum EngineMode { kBackend, kWorker };
+const struct config_enum_entry engine_modes[] = {
+    {"backend", kBackend, false},
+    {"worker", kWorker, false},
+    {nullptr, 0, false},
+};
+int engine_mode = kBackend;
+int engine_threads = 0;
+int engine_max_batch = 32;
+int engine_kv_memory_kb = 4 << 20;
+int engine_cache_memory_kb = 1 << 20;
+
+Shared* shared_memory = nullptr;
+shmem_request_hook_type previous_request = nullptr;
+shmem_startup_hook_type previous_startup = nullptr;
+
+int slot_count() { return MaxBackends + NUM_AUXILIARY_PROCS; }
+Size shared_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), Size(slot_count()))); }
+
+void request_shared_memory() {
+  if (previous_request) previous_request();
+  RequestAddinShmemSpace(shared_size());
+  RequestNamedLWLockTranche(kTranche, 1);
+}
+
+void attach_shared_memory() {
+  if (previous_startup) previous_startup();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found = false;
+  shared_memory = static_cast<Shared*>(ShmemInitStruct("kvg engine worker", shared_size(), &found));
+  if (!found) {
+    std::memset(static_cast<void*>(shared_memory), 0, shared_size());
+    shared_memory->lock = &GetNamedLWLockTranche(kTranche)->lock;
+    shared_memory->slot_count = slot_count();
+  }
+  LWLockRelease(AddinShmemInitLock);
+}
+
+void register_worker() {
+  BackgroundWorker worker{};
+  // No database: it reads nothing but what calls hand it.
+  worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+  worker.bgw_start_time = BgWorkerStart_ConsistentState;
+  worker.bgw_restart_time = 1;  // seconds after it exits with an error
+  strlcpy(worker.bgw_library_name, "kvg", BGW_MAXLEN);
+  strlcpy(worker.bgw_function_name, "kvg_engine_worker_main", BGW_MAXLEN);
+  strlcpy(worker.bgw_name, "kvg engine worker", BGW_MAXLEN);
+  strlcpy(worker.bgw_type, "kvg engine worker", BGW_MAXLEN);
+  RegisterBackgroundWorker(&worker);
+}
+
+[[noreturn]] void worker_down(const std::string& why) { raise_sqlstate(kDownState, "kvg: " + why, kDownHint); }
+
+// A backend that exits while its call is queued or running (terminated,
+// say) gives its slot up, so the worker drops the sequence at once.
+void abandon_at_exit(int, Datum) {
+  if (!shared_memory || !MyProc) return;
+  LWLockReleaseAll();
+  LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+  Slot& s = shared_memory->slots[MyProc->pgprocno];
+  if (s.caller == MyProcPid && (s.state == SlotState::Queued || s.state == SlotState::Claimed))
+    s.state = s.state == SlotState::Claimed ? SlotState::Abandoned : SlotState::Free;
+  LWLockRelease(shared_memory->lock);
+}
+
+// A call in flight: its segment and slot. Leaving before the end (an error,
+// an interrupt) gives the slot back, or marks it abandoned if the worker has
+// it; the transaction's abort detaches the segment.
+class Call {
+ public:
+  Call(dsm_segment* segment, shm_mq_handle* replies, int slot, uint64_t request)
+      : segment_(segment), replies_(replies), slot_(slot), request_(request) {}
+  ~Call() {
+    // Plain C calls that do not raise: this may run while an error unwinds.
+    LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+    Slot& s = shared_memory->slots[slot_];
+    if (s.request == request_ && s.state != SlotState::Free)
+      s.state = s.state == SlotState::Queued ? SlotState::Free : SlotState::Abandoned;
+    LWLockRelease(shared_memory->lock);
+    if (!finished_) return;
+    for (dsm_segment* supplied : supplied_) cleanup([supplied] { dsm_detach(supplied); });
+    cleanup([this] { dsm_detach(segment_); });
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  shm_mq_handle* replies() const { return replies_; }
+  void finished() { finished_ = true; }
+
+  // Answers a Need: the artifacts in a segment of their own, its handle on
+  // the supply queue. The segment lives until the call ends (the worker
+  // copies from it before it grafts).
+  void send_supply(const std::vector<std::pair<Digest, VerifiedBytes::Bytes>>& artifacts, shm_mq_handle* queue) {
+    std::vector<std::pair<Digest, const std::vector<uint8_t>*>> views;
+    for (const auto& [id, bytes] : artifacts) views.emplace_back(id, bytes.get());
+    const size_t size = supplied_bytes(views);
+    supplied_.push_back(call([size] { return dsm_create(size, 0); }));
+    write_supplied(views, static_cast<char*>(dsm_segment_address(supplied_.back())));
+    const dsm_handle handle = dsm_segment_handle(supplied_.back());
+    const shm_mq_result sent = call([&] { return shm_mq_send(queue, sizeof(handle), &handle, false, true); });
+    if (sent != SHM_MQ_SUCCESS) worker_down("the engine worker stopped while it ran this call");
+  }
+
+  // Whether a worker may still answer: one runs, or has not been waited
+  // for kStartWaitMs, while the call is queued; the one that claimed it
+  // runs still, once claimed.
+  bool worker_alive() const {
+    LWLockAcquire(shared_memory->lock, LW_SHARED);
+    const Slot& s = shared_memory->slots[slot_];
+    const bool running = shared_memory->pid != 0;
+    const bool alive = s.state == SlotState::Queued
+                           ? running || !TimestampDifferenceExceeds(s.queued_at, GetCurrentTimestamp(), kStartWaitMs)
+                           : running && shared_memory->starts == s.claimed_by;
+    LWLockRelease(shared_memory->lock);
+    return alive;
+  }
+
+ private:
+  dsm_segment* segment_;
+  shm_mq_handle* replies_;
+  int slot_;
+  uint64_t request_;
+  bool finished_ = false;
+  std::vector<dsm_segment*> supplied_;
+};
+
+}  // namespace
+
+Shared* shared() { return shared_memory; }
+
+void setup_at_preload() {
+  previous_request = shmem_request_hook;
+  shmem_request_hook = request_shared_memory;
+  previous_startup = shmem_startup_hook;
+  shmem_startup_hook = attach_shared_memory;
+  register_worker();
+}
+
+void define_settings() {
+  DefineCustomEnumVariable("kvg.engine", "Where generations run: in the caller's backend, or in kvg's engine worker.",
+                           "worker: one process runs every session's generations in shared batched passes "
+                           "(the same bits). Needs shared_preload_libraries = 'kvg'.",
+                           &engine_mode, kBackend, engine_modes, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_threads", "CPU threads the engine worker's passes use (0: kvg.max_threads).",
+                          nullptr, &engine_threads, 0, 0, 1024, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_max_batch", "The most sequences the engine worker runs at once.",
+                          "Requests beyond it wait for a sequence to end.", &engine_max_batch, 32, 1, 4096,
+                          PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_kv_memory", "KV cache memory all the engine worker's sequences may reserve.",
+                          "A request waits for room; one that could never fit is refused (53200).",
+                          &engine_kv_memory_kb, 4 << 20, 1024, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
+  DefineCustomIntVariable("kvg.engine_cache_memory",
+                          "Memory the engine worker keeps verified artifacts in, for every backend's grafts (0: off).",
+                          "Least recently used first out; kvg_engine_worker() shows its use.",
+                          &engine_cache_memory_kb, 1 << 20, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
+}
+
+bool in_use() { return engine_mode == kWorker; }
+int threads() { return engine_threads > 0 ? engine_threads : settings::max_threads(); }
+int max_batch() { return engine_max_batch; }
+int64_t kv_memory_bytes() { return int64_t(engine_kv_memory_kb) * 1024; }
+uint64_t cache_bytes() { return uint64_t(engine_cache_memory_kb) * 1024; }
+
+WorkerGeneration generate(const GenerationRequest& request, const Supply& supply) {
+  if (!shared_memory)
+    raise_sqlstate("55000", "kvg: kvg.engine = worker needs kvg loaded at server start",
+                   "Add to postgresql.conf: shared_preload_libraries = 'kvg' and restart the server.");
+  GenerationRequest here = request;
+  here.database = MyDatabaseId;  // the key of the chain's links in the worker's cache
+  const std::string bytes = encode(here);
+  const int slot = MyProc->pgprocno;
+  static bool exit_hook = false;
+  struct Opened {
+    dsm_segment* segment;
+    shm_mq_handle* replies;
+    shm_mq_handle* supply;
+  };
+  const size_t queue_bytes = request.capture_ends.empty() ? kReplyQueueBytes : kLinkReplyQueueBytes;
+  const Opened opened = call([&bytes, queue_bytes] {
+    if (!exit_hook) {
+      before_shmem_exit(abandon_at_exit, 0);
+      exit_hook = true;
+    }
+    const CallHeader header{bytes.size(), queue_bytes};
+    dsm_segment* seg = dsm_create(call_segment_bytes(bytes.size(), queue_bytes), 0);
+    char* base = static_cast<char*>(dsm_segment_address(seg));
+    std::memcpy(base, &header, sizeof(header));
+    std::memcpy(base + sizeof(header), bytes.data(), bytes.size());
+    shm_mq* mq = shm_mq_create(base + reply_queue_offset(bytes.size()), queue_bytes);
+    shm_mq_set_receiver(mq, MyProc);
+    shm_mq* supply = shm_mq_create(base + supply_queue_offset(bytes.size(), queue_bytes), kSupplyQueueBytes);
+    shm_mq_set_sender(supply, MyProc);
+    return Opened{seg, shm_mq_attach(mq, seg, nullptr), shm_mq_attach(supply, seg, nullptr)};
+  });
+
+  static uint64_t requests = 0;
+  const uint64_t request_id = (uint64_t(MyProcPid) << 32) | ++requests;
+  LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+  Slot& s = shared_memory->slots[slot];
+  s = Slot{SlotState::Queued, request_id, dsm_segment_handle(opened.segment), MyProcPid, GetCurrentTimestamp(), 0};
+  Latch* worker_latch = shared_memory->latch;
+  const bool running = shared_memory->pid != 0;
+  LWLockRelease(shared_memory->lock);
+  Call in_flight(opened.segment, opened.replies, slot, request_id);
+  if (running && worker_latch) SetLatch(worker_latch);
+
+  WorkerGeneration out;
+  for (;;) {
+    Size n = 0;
+    void* data = nullptr;
+    const shm_mq_result got = call([&] { return shm_mq_receive(in_flight.replies(), &n, &data, true); });
+    if (got == SHM_MQ_SUCCESS) {
+      Reply reply = decode_reply(std::string_view(static_cast<const char*>(data), n));
+      if (reply.kind == ReplyKind::Token) {
+        out.result.tokens.push_back(reply.token);
+        continue;
+      }
+      if (reply.kind == ReplyKind::Need) {
+        in_flight.send_supply(supply(reply.need), opened.supply);
+        continue;
+      }
+      if (reply.kind == ReplyKind::Link) {
+        out.links.push_back(std::move(reply.link));
+        continue;
+      }
+      in_flight.finished();
+      if (reply.kind == ReplyKind::Failed)
+        raise_sqlstate(reply.failed.sqlstate, reply.failed.message, {});
+      out.done = reply.done;
+      out.result.stopped_at_eos = reply.done.stopped_at_eos;
+      out.result.prefill_seconds = reply.done.prefill_seconds;
+      out.result.decode_seconds = reply.done.decode_seconds;
+      return out;
+    }
+    if (got == SHM_MQ_DETACHED) worker_down("the engine worker stopped while it ran this call");
+    if (!in_flight.worker_alive())
+      worker_down("the engine worker is not running (it did not take this call within " +
+                  std::to_string(kStartWaitMs / 1000) + " s, or stopped after taking it)");
+    // The worker sets this latch with every reply (shm_mq); the timeout
+    // only bounds how soon a stopped worker is noticed.
+    call([] {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+    });
+    // A worker that started after this call was queued has not seen the
+    // queue: wake it.
+    LWLockAcquire(shared_memory->lock, LW_SHARED);
+    Latch* latch = shared_memory->slots[slot].state == SlotState::Queued ? shared_memory->latch : nullptr;
+    LWLockRelease(shared_memory->lock);
+    if (latch) SetLatch(latch);
+  }
+}
+
+}  // namespace kvg::pg::engine_worker
+
+using namespace kvg::pg::engine_worker;
+
+extern "C" {
+
+// kvg_engine_worker(): the worker's state and figures, one row. Plain C:
+// nothing to unwind.
+PG_FUNCTION_INFO_V1(kvg_engine_worker);
+Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
+  InitMaterializedSRF(fcinfo, 0);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (!shared()) return Datum(0);
+  LWLockAcquire(shared()->lock, LW_SHARED);
+  const pid_t pid = shared()->pid;
+  const uint64_t starts = shared()->starts;
+  const Figures f = shared()->figures;
+  LWLockRelease(shared()->lock);
+  Datum values[15] = {Int32GetDatum(pid),
+                      Int64GetDatum(int64(starts)),
+                      CStringGetTextDatum(f.model),
+                      Int32GetDatum(f.sequences),
+                      Int32GetDatum(f.queued),
+                      Int32GetDatum(f.batch_peak),
+                      Int64GetDatum(f.kv_bytes),
+                      Int64GetDatum(int64(f.passes)),
+                      Int64GetDatum(int64(f.rows)),
+                      Int64GetDatum(int64(f.served)),
+                      Int64GetDatum(int64(f.failed)),
+                      Int64GetDatum(int64(f.cache_entries)),
+                      Int64GetDatum(int64(f.cache_bytes)),
+                      Int64GetDatum(int64(f.cache_hits)),
+                      Int64GetDatum(int64(f.cache_misses))};
+  bool nulls[15] = {};
+  nulls[0] = pid == 0;
+  nulls[2] = f.model[0] == '\0';
+  tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+  return Datum(0);
+}
+
+}

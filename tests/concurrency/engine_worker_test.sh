@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# The engine worker (extension/src/engine_worker.hpp) from SQL, many sessions
+# at once, against the cluster scripts/pg-env.sh names (PGHOST/PGPORT set by
+# the caller). TAP lines: "ok N - ..." / "not ok N - ...".
+#
+#  1. interleavings: rounds of concurrent kvg_generate_bytes calls (random
+#     prompts, lengths, sampling, some after an artifact) released at the same
+#     instant in worker mode; each output is compared, byte for byte, with the
+#     same call run alone in backend mode; the worker's passes carried more
+#     than one sequence;
+#  2. admission: kvg.engine_max_batch = 1 queues the rest (same bytes), and a
+#     generation whose KV cannot fit kvg.engine_kv_memory is refused (53200);
+#  3. cancellation under batching: a statement_timeout and a pg_cancel_backend
+#     end two calls inside busy passes, the others finish with their bytes,
+#     and the worker drops the cancelled sequences;
+#  4. a slow client: a backend stopped (SIGSTOP) in the middle of its
+#     generation stalls nobody, and finishes with its bytes when continued;
+#  5. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
+#     the same answers and stores the same chain links (captured by the
+#     worker) as in backend mode;
+#  6. a recurring answer from a backend that never read its entry grafts from
+#     the worker's verified-artifact cache (hits up, no miss);
+#  7. the worker terminated under load (SIGTERM: an error exit): the calls it
+#     held fail with 57V02, the postmaster restarts it, the same sessions'
+#     next calls succeed;
+#  8. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+#     rule for any process that dies without cleaning up), the calls in
+#     flight fail, the server and the worker come back, the next call gives
+#     the same bytes, and the audit chain verifies.
+# The long calls (3, 4, 7, 8) run on a synthetic model slow enough (~100 tokens/s
+# here) for a signal to land in the middle of them.
+# Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
+# TinyStories-656K, and the kvg command that writes the slow model)
+set -uo pipefail
+db=$1
+model=$2
+kvg=$3
+dir=$(mktemp -d /tmp/kvg-engine-worker.XXXXXX)
+chmod 755 "$dir"
+slow=$dir/slow.gguf
+"$kvg" synth --out "$slow" --seed 3 --n-embd 768 --n-layer 6 --n-head 12 --vocab 512 --n-ctx 1024 >/dev/null &&
+  chmod 644 "$slow" || { echo "not ok 1 - the slow synthetic model could not be written"; exit 1; }
+trap 'kill -CONT $(cat "$dir"/stopped 2>/dev/null) 2>/dev/null; rm -rf "$dir"' EXIT
+n=0
+failures=0
+check() {  # check DESCRIPTION COMMAND...
+  n=$((n + 1))
+  if "${@:2}"; then echo "ok $n - $1"; else echo "not ok $n - $1"; failures=$((failures + 1)); fi
+}
+sql() {  # sql MODE SQL [MODEL]: one value, as text
+  PGOPTIONS="-c kvg.model=${3:-$model} -c kvg.device=cpu -c kvg.engine=$1" \
+    psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -c "$2"
+}
+worker_field() { psql -X -At -d "$db" -c "SELECT $1 FROM kvg_engine_worker()"; }
+# wait_running N: until the worker runs at least N sequences (at most 10 s).
+wait_running() {
+  for _ in $(seq 1 200); do
+    [ "$(worker_field sequences)" -ge "$1" ] 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# The calls of one round: prompt text, max_tokens, seed, temperature, and
+# whether it continues the shared artifact.
+prompts=("Once upon a time" "The little dog" "Tom and Sue went to the park. They" "One day a bird"
+  "The sun was hot and" "Lily had a red ball." "A big boat sailed" "Mom said")
+artifact=$(sql backend "SELECT kvg_capture('Once upon a time there was a girl named Lily. She had a cat.')") ||
+  { echo "not ok 1 - the shared artifact could not be captured"; exit 1; }
+call_sql() {  # call_sql I: the call, as SQL returning hex
+  local i=$1 p=${prompts[$((RANDOM % ${#prompts[@]}))]} tokens=$((1 + RANDOM % 48)) seed=$RANDOM
+  local temperature=$([ $((RANDOM % 2)) = 0 ] && echo 0 || echo 0.9) after=null
+  [ $((RANDOM % 3)) = 0 ] && after="'$artifact'"
+  echo "SELECT encode(kvg_generate_bytes(' $p #$i', $tokens, $after, $seed, $temperature), 'hex')"
+}
+
+interleavings() {
+  local round i ok=0 total=0 start
+  for round in 1 2 3 4; do
+    start=$(psql -X -At -d "$db" -c "SELECT (clock_timestamp() + interval '1.5 s')::text")
+    for i in $(seq 1 8); do
+      call_sql "$round.$i" >"$dir/call.$i"
+      ( sql worker "SELECT pg_sleep_until('$start')" >/dev/null; sql worker "$(cat "$dir/call.$i")" >"$dir/worker.$i" 2>&1 ) &
+    done
+    wait
+    for i in $(seq 1 8); do
+      total=$((total + 1))
+      sql backend "$(cat "$dir/call.$i")" >"$dir/backend.$i" 2>&1
+      if [ -s "$dir/worker.$i" ] && cmp -s "$dir/worker.$i" "$dir/backend.$i"; then ok=$((ok + 1)); else
+        echo "# differs: $(cat "$dir/call.$i")"; echo "#   worker:  $(head -c 300 "$dir/worker.$i")"
+        echo "#   backend: $(head -c 300 "$dir/backend.$i")"
+      fi
+    done
+  done
+  echo "# $ok of $total concurrent worker calls equal their solitary backend runs; batch peak $(worker_field batch_peak)"
+  [ "$ok" = "$total" ] && [ "$(worker_field batch_peak)" -gt 1 ]
+}
+check "32 concurrent calls in the worker, released together, equal each call alone in its backend" interleavings
+
+admission() {
+  local i ok=0
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_max_batch = 1" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  for i in 1 2 3 4; do call_sql "a$i" >"$dir/call.$i"; ( sql worker "$(cat "$dir/call.$i")" >"$dir/worker.$i" 2>&1 ) & done
+  wait
+  for i in 1 2 3 4; do
+    sql backend "$(cat "$dir/call.$i")" >"$dir/backend.$i" 2>&1
+    cmp -s "$dir/worker.$i" "$dir/backend.$i" && ok=$((ok + 1))
+  done
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_kv_memory = '1MB'" -c "ALTER SYSTEM RESET kvg.engine_max_batch" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  local refused
+  refused=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" psql -X -q -At -d "$db" -v VERBOSITY=verbose \
+    -c "SELECT kvg_generate(repeat('the cat sat on the mat. ', 40), 200)" 2>&1)
+  psql -X -q -d "$db" -c "ALTER SYSTEM RESET kvg.engine_kv_memory" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  echo "# engine_max_batch = 1: $ok of 4 equal; 1MB of KV: $(echo "$refused" | head -1)"
+  [ "$ok" = 4 ] && echo "$refused" | grep -q "53200" && echo "$refused" | grep -q "kvg.engine_kv_memory"
+}
+check "kvg.engine_max_batch queues calls (same bytes); a generation beyond kvg.engine_kv_memory is refused (53200)" admission
+
+long_call="SELECT encode(kvg_generate_bytes(repeat('Once upon a time there was a big dog. ', 8), 200), 'hex')"
+cancellation() {
+  local i ok=0 timed cancelled pid
+  sql backend "$long_call" "$slow" >"$dir/expected"
+  for i in 1 2 3; do ( sql worker "$long_call" "$slow" >"$dir/worker.$i" 2>&1 ) & done
+  ( PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker -c statement_timeout=300" \
+      psql -X -q -At -d "$db" -c "$long_call" >"$dir/timed" 2>&1 ) &
+  ( PGAPPNAME=kvg_cancel_me PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" \
+      psql -X -q -At -d "$db" -c "$long_call" >"$dir/cancelled" 2>&1 ) &
+  wait_running 4
+  psql -X -q -At -d "$db" -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'kvg_cancel_me'" >/dev/null
+  wait
+  for i in 1 2 3; do cmp -s "$dir/worker.$i" "$dir/expected" && ok=$((ok + 1)); done
+  timed=$(grep -c "statement timeout" "$dir/timed")
+  cancelled=$(grep -c "canceling statement due to user request" "$dir/cancelled")
+  sleep 0.5
+  echo "# $ok of 3 finished with their bytes; timeout: $(head -1 "$dir/timed"); cancel: $(head -1 "$dir/cancelled");" \
+    "sequences left: $(worker_field sequences)"
+  [ "$ok" = 3 ] && [ "$timed" = 1 ] && [ "$cancelled" = 1 ] && [ "$(worker_field sequences)" = 0 ]
+}
+check "a statement_timeout and a cancel end their calls inside shared passes; the others finish with their bytes" cancellation
+
+slow_client() {
+  local pid other_ok
+  ( PGAPPNAME=kvg_stop_me PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" \
+      psql -X -q -At -d "$db" -c "$long_call" >"$dir/stopped_out" 2>&1 ) &
+  local client=$!
+  for _ in $(seq 1 50); do
+    pid=$(psql -X -At -d "$db" -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvg_stop_me'")
+    [ -n "$pid" ] && break
+    sleep 0.1
+  done
+  sleep 0.3
+  kill -STOP "$pid" && echo "$pid" >"$dir/stopped"
+  sleep 1  # its queue fills (64 tokens) and the worker holds its sequence back
+  local held
+  held=$(worker_field sequences)
+  # Another session's call runs meanwhile, to its end.
+  timeout 120 bash -c "PGOPTIONS='-c kvg.model=$slow -c kvg.engine=worker' psql -X -q -At -d '$db' -c \"$long_call\"" \
+    >"$dir/other" 2>&1
+  cmp -s "$dir/other" "$dir/expected" && other_ok=1 || other_ok=0
+  kill -CONT "$pid" && rm -f "$dir/stopped"
+  wait "$client"
+  echo "# while one backend was stopped: sequences $held, the other call equal: $other_ok;" \
+    "the stopped one equal when continued: $(cmp -s "$dir/stopped_out" "$dir/expected" && echo 1 || echo 0)"
+  [ "$held" -ge 1 ] && [ "$other_ok" = 1 ] && cmp -s "$dir/stopped_out" "$dir/expected"
+}
+check "a stopped client holds back only its own sequence; continued, it gets its bytes" slow_client
+
+# answers DB MODE: the library's questions asked by 4 sessions at once (each
+# recurring, transfer and cold), then every answer and the stored artifacts.
+answers() {
+  local adb=$1 mode=$2 i
+  for i in 1 2 3 4; do
+    ( PGOPTIONS="-c kvg.model=$model -c kvg.engine=$mode" psql -X -q -At -d "$adb" -v ON_ERROR_STOP=1 \
+        -c "SELECT answer || '|' || mode || '|' || coalesce(verified::text, '-') FROM kvg_answer_detail('What colour is box $i?', 8)" \
+        -c "SELECT answer || '|' || mode FROM kvg_answer_detail('What colour is box $i today?', 8)" \
+        -c "SELECT answer || '|' || mode FROM kvg_answer_detail('Where did the dog $i run?', 8)" >"$dir/answers.$mode.$i" 2>&1 ) &
+  done
+  wait
+  cat "$dir"/answers."$mode".*
+  psql -X -At -d "$adb" -c "SELECT sha256 FROM kvg.artifacts ORDER BY 1"
+}
+answers_in_worker() {
+  local adb
+  for adb in "${db}_w" "${db}_b"; do
+    psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $adb" -c "CREATE DATABASE $adb" >/dev/null &&
+      psql -X -q -d "$adb" -c "CREATE EXTENSION kvg" >/dev/null &&
+      PGOPTIONS="-c kvg.model=$model" psql -X -q -At -d "$adb" -v ON_ERROR_STOP=1 -c \
+        "SELECT count(kvg_learn('What colour is box ' || i || '?', 'contains', repeat('Box ' || i || ' is red. ', 30), 'red'))
+         FROM generate_series(1, 4) i" >/dev/null || return 1
+  done
+  answers "${db}_w" worker >"$dir/all.worker"
+  answers "${db}_b" backend >"$dir/all.backend"
+  echo "# $(grep -c '|' "$dir/all.worker") answers, $(grep -vc '|' "$dir/all.worker") artifacts in worker mode;" \
+    "the same in backend mode: $(cmp -s "$dir/all.worker" "$dir/all.backend" && echo yes || echo no)"
+  grep -q '|recurring|' "$dir/all.worker" && grep -q '|transfer$' "$dir/all.worker" &&
+    cmp -s "$dir/all.worker" "$dir/all.backend"
+}
+check "kvg_answer from 4 sessions at once in the worker: the same answers, and the same chain links stored" answers_in_worker
+
+shared_cache() {
+  local before after hits0 hits1 misses0 misses1 adb="${db}_w"
+  read -r hits0 misses0 < <(psql -X -At -F ' ' -d "$db" -c "SELECT cache_hits, cache_misses FROM kvg_engine_worker()")
+  # A new backend, which has read none of the entry's artifacts, asks again.
+  after=$(PGOPTIONS="-c kvg.model=$model -c kvg.engine=worker" psql -X -q -At -d "$adb" \
+    -c "SELECT answer || '|' || mode FROM kvg_answer_detail('What colour is box 2?', 8)")
+  read -r hits1 misses1 < <(psql -X -At -F ' ' -d "$db" -c "SELECT cache_hits, cache_misses FROM kvg_engine_worker()")
+  before=$(grep -m1 "|recurring|" "$dir/answers.worker.2" | cut -d'|' -f1-2)
+  echo "# a new backend's recurring answer: cache hits $hits0 -> $hits1, misses $misses0 -> $misses1"
+  [ "$after" = "$before" ] && [ "$hits1" -gt "$hits0" ] && [ "$misses1" = "$misses0" ]
+}
+check "a recurring answer from a backend that never read its entry grafts from the worker's cache" shared_cache
+
+# wait_for_worker OLD_STARTS: a worker runs that started after OLD_STARTS starts.
+wait_for_worker() {
+  for _ in $(seq 1 100); do
+    [ -n "$(psql -X -At -d "$db" -c "SELECT pid FROM kvg_engine_worker() WHERE starts > $1" 2>/dev/null)" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+terminated() {
+  local i failed=0 starts pid
+  starts=$(worker_field starts)
+  pid=$(worker_field pid)
+  for i in 1 2 3; do
+    ( PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" psql -X -q -At -d "$db" -v VERBOSITY=verbose \
+        -c "$long_call" -c "SELECT 'next call'" -c "$long_call" >"$dir/held.$i" 2>&1 ) &
+  done
+  wait_running 3
+  kill -TERM "$pid"  # (it has no database, so pg_terminate_backend does not know it)
+  wait
+  for i in 1 2 3; do
+    grep -q "57V02" "$dir/held.$i" && grep -q "^next call$" "$dir/held.$i" &&
+      [ "$(tail -1 "$dir/held.$i" | grep -cE '^[0-9a-f]+$')" = 1 ] || {
+      failed=$((failed + 1))
+      sed 's/^/#   /' "$dir/held.$i" | cut -c1-200
+    }
+  done
+  echo "# held calls: $(grep -h 57V02 "$dir"/held.* | head -1)"
+  wait_for_worker "$starts" && [ "$failed" = 0 ]
+}
+check "the worker terminated under load: held calls fail (57V02), it restarts, the same sessions go on" terminated
+
+killed() {
+  local i pid survivors answer
+  pid=$(worker_field pid)
+  for i in 1 2 3; do ( sql worker "$long_call" "$slow" >"$dir/killed.$i" 2>&1 ) & done
+  wait_running 3
+  kill -KILL "$pid"
+  wait
+  survivors=$(cat "$dir"/killed.* | grep -cE '^[0-9a-f]{20,}$')
+  for _ in $(seq 1 100); do psql -X -At -d "$db" -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.2; done
+  wait_for_worker 0 || return 1
+  answer=$(sql worker "$long_call" "$slow")
+  echo "# after SIGKILL: $survivors of 3 calls in flight returned; the worker is back; the next call equal:" \
+    "$([ "$answer" = "$(cat "$dir/expected")" ] && echo yes || echo no)"
+  [ "$survivors" = 0 ] && [ "$answer" = "$(cat "$dir/expected")" ] &&
+    [ "$(psql -X -At -d "$db" -c "SELECT ok FROM kvg_audit_verify()")" = t ]
+}
+check "the worker SIGKILLed under load: calls in flight fail, server and worker return, same bytes, audit verifies" killed
+
+echo "1..$n"
+[ "$failures" = 0 ]
