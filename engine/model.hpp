@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,7 +36,12 @@ struct LayerWeights {
 class Model {
  public:
   // Loads and validates a GGUF model. Throws kvg::Error naming what is wrong.
-  static std::shared_ptr<const Model> load(const std::string& path);
+  // `known_fingerprint`: the SHA-256 of this very file, computed by an
+  // earlier load (the extension remembers it per file identity:
+  // extension/src/model_fingerprints.hpp); the bytes are then not read
+  // again to compute it.
+  static std::shared_ptr<const Model> load(const std::string& path,
+                                           const std::optional<std::array<uint8_t, 32>>& known_fingerprint = {});
 
   const ModelConfig& config() const { return config_; }
   // What every layer computes, for the executors (engine/layer_plan.hpp).

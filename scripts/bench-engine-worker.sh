@@ -8,8 +8,9 @@
 #   scripts/bench-engine-worker.sh MODEL [CLIENTS...]   (default 1 2 4 8 16)
 #
 # MODEL is a path the server reads. Environment: KVG_BENCH_TOKENS (decoded
-# per call, default 64), KVG_BENCH_CALLS (calls per client, default 2),
-# KVG_BENCH_DB (default kvg_bench, created if missing), PGHOST/PGPORT/PGUSER
+# per call, default 64), KVG_BENCH_CALLS (calls per client, default 1),
+# KVG_BENCH_RECIPE (default q8-portable-v1),
+# KVG_BENCH_DB (default kvg_bench, dropped and created), PGHOST/PGPORT/PGUSER
 # (scripts/pg-cluster.sh prints them). Backend mode uses every core per call
 # (kvg.threads = 0), the worker every core per pass (kvg.engine_threads = 0).
 # tokens/s counts the tokens the audit rows record over the wall time of the
@@ -20,15 +21,16 @@ shift
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(1 2 4 8 16)
 tokens=${KVG_BENCH_TOKENS:-64}
-calls=${KVG_BENCH_CALLS:-2}
+calls=${KVG_BENCH_CALLS:-1}
+recipe=${KVG_BENCH_RECIPE:-q8-portable-v1}
 db=${KVG_BENCH_DB:-kvg_bench}
 dir=$(mktemp -d /tmp/kvg-bench-worker.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
 
-psql -X -q -At -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
-  psql -X -q -d postgres -c "CREATE DATABASE $db" >/dev/null
-psql -X -q -d "$db" -c "CREATE EXTENSION IF NOT EXISTS kvg" >/dev/null
+# A database of its own, made afresh: no audit row of another run counts.
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
+psql -X -q -d "$db" -c "CREATE EXTENSION kvg" >/dev/null
 # Each client its own prompt, the same in both modes.
 cat >"$dir/call.sql" <<SQL
 SELECT kvg_generate('Client ' || :client_id || ': once upon a time', $tokens);
@@ -40,7 +42,7 @@ last_id() { psql -X -At -d "$db" -c "SELECT coalesce(max(id), 0) FROM kvg.audit"
 run() {
   local mode=$1 n=$2 began ended
   began=$(date +%s.%N)
-  PGOPTIONS="-c kvg.model=$model -c kvg.device=cpu -c kvg.engine=$mode -c kvg.threads=0" \
+  PGOPTIONS="-c kvg.model=$model -c kvg.recipe=$recipe -c kvg.device=cpu -c kvg.engine=$mode -c kvg.threads=0" \
     pgbench -n -c "$n" -j "$n" -t "$calls" -f "$dir/call.sql" "$db" >"$dir/pgbench.$mode.$n" 2>&1 ||
     { cat "$dir/pgbench.$mode.$n" >&2; exit 1; }
   ended=$(date +%s.%N)
@@ -55,7 +57,8 @@ outputs() {
 
 # Warm up both: the model mapped in a backend and loaded in the worker.
 for mode in backend worker; do
-  PGOPTIONS="-c kvg.model=$model -c kvg.engine=$mode" psql -X -q -At -d "$db" -c "SELECT length(kvg_generate('warm', 4))" >/dev/null
+  PGOPTIONS="-c kvg.model=$model -c kvg.recipe=$recipe -c kvg.engine=$mode" psql -X -q -At -d "$db" \
+    -c "SELECT length(kvg_generate('warm', 16))" >/dev/null
 done
 
 printf '| clients | backend tok/s | worker tok/s | worker ÷ backend | worker ÷ 1 client in backend | rows per pass | same bytes |\n'

@@ -685,12 +685,14 @@ COMMENT ON FUNCTION public.kvg_audit_writers() IS
 -- the model it last loaded, sequences running and waiting for room, the most
 -- sequences one pass carried, the KV its sequences reserve, and its passes,
 -- rows (sequence parts carried), generations served and failed, and its
--- verified-artifact cache (kvg.engine_cache_memory).
+-- verified-artifact cache (kvg.engine_cache_memory), and how many times it
+-- has copied a model's weights to the GPU.
 CREATE FUNCTION public.kvg_engine_worker(OUT pid integer, OUT starts bigint, OUT model text, OUT sequences integer,
                                          OUT queued integer, OUT batch_peak integer, OUT kv_bytes bigint,
                                          OUT passes bigint, OUT rows_carried bigint, OUT served bigint,
                                          OUT failed bigint, OUT cache_entries bigint, OUT cache_bytes bigint,
-                                         OUT cache_hits bigint, OUT cache_misses bigint)
+                                         OUT cache_hits bigint, OUT cache_misses bigint,
+                                         OUT gpu_weight_uploads bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kvg_engine_worker' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_engine_worker() IS

@@ -1,24 +1,17 @@
 #include "extension/src/engine_context.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <string>
-#include <sys/stat.h>
 
 #include "common/error.hpp"
+#include "extension/src/model_fingerprints.hpp"
 #include "extension/src/settings.hpp"
 
 namespace kvg::pg {
 
 namespace {
 
-struct FileIdentity {
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
+using model_fingerprints::FileIdentity;
+using model_fingerprints::identify;
 
 struct LoadedModel {
   std::string path;
@@ -28,21 +21,11 @@ struct LoadedModel {
 
 LoadedModel loaded;  // one per backend
 
-FileIdentity identify(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    throw Error(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Io,
-                "kvg.model: cannot access '" + path + "': " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
-    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is a directory, not a GGUF model file");
-  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-}
-
 // The model at `path`. Bytes that do not parse as a GGUF model are a wrong
 // setting (22023), not a damaged artifact: say which file and what it is not.
-std::shared_ptr<const Model> load_model(const std::string& path) {
+std::shared_ptr<const Model> load_model(const std::string& path, const FileIdentity& identity) {
   try {
-    return Model::load(path);
+    return model_fingerprints::load(path, identity);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Corrupt) throw;
     throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +
@@ -63,7 +46,7 @@ std::shared_ptr<const Model> current_model() {
   // even if it was restored to the same size and time.
   if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact()) {
     loaded = {};  // drop the old mapping before mapping the new file
-    loaded = {path, identity, load_model(path)};
+    loaded = {path, identity, load_model(path, identity)};
   }
   return loaded.model;
 }

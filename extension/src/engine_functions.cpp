@@ -20,6 +20,7 @@
 #include "extension/src/audit.hpp"
 #include "extension/src/engine_call.hpp"
 #include "extension/src/engine_context.hpp"
+#include "extension/src/engine_worker.hpp"
 #include "extension/src/generation_run.hpp"
 #include "extension/src/lo_store.hpp"
 #include "extension/src/pg_boundary.hpp"
@@ -249,7 +250,8 @@ KVG_SQL_FUNCTION(kvg_tokenize) {
 // names the GPU or says why none is used; 'gpu_weight_uploads' counts how
 // many times this backend has copied a model's weights to the GPU (once per
 // kvg.model while it stays loaded, however many calls run there).
-// Informational: no audit row.
+// 'engine' is where generations run (kvg.engine: backend, or worker, whose
+// own figures kvg_engine_worker() shows). Informational: no audit row.
 KVG_SQL_FUNCTION(kvg_model_info) {
   const auto model = current_model();
   const EngineOptions options = current_engine_options();
@@ -263,7 +265,7 @@ KVG_SQL_FUNCTION(kvg_model_info) {
       "'n_head', $7::int, 'n_head_kv', $8::int, 'head_dim', $9::int, 'n_ff', $10::int, 'n_vocab', $11::int, "
       "'n_ctx', $12::int, 'parameters', $13::bigint, 'weight_bytes', $14::bigint, 'recipe', $15, "
       "'device', $16, 'cuda_compiled', $17::boolean, 'threads', $18::int, 'isa', $19, "
-      "'device_requested', $20, 'device_detail', $21, 'gpu_weight_uploads', $22::bigint)::text",
+      "'device_requested', $20, 'device_detail', $21, 'gpu_weight_uploads', $22::bigint, 'engine', $23)::text",
       {model->path(), model->fingerprint_hex(), c.architecture, c.name, std::to_string(c.n_layer),
        std::to_string(c.n_embd), std::to_string(c.n_head), std::to_string(c.n_head_kv), std::to_string(c.head_dim),
        std::to_string(c.n_ff), std::to_string(c.n_vocab), std::to_string(c.n_ctx),
@@ -271,6 +273,7 @@ KVG_SQL_FUNCTION(kvg_model_info) {
        device.runs_on ? SqlValue(device_name(*device.runs_on)) : SqlValue(),
        std::string(device_compiled(Device::Cuda) ? "true" : "false"), std::to_string(options.threads),
        std::string(isa_name(options.isa)), std::string(device_name(options.device)),
-       device.detail.empty() ? SqlValue() : SqlValue(device.detail), std::to_string(CudaForward::weight_uploads())});
+       device.detail.empty() ? SqlValue() : SqlValue(device.detail), std::to_string(CudaForward::weight_uploads()),
+       std::string(engine_worker::in_use() ? "worker" : "backend")});
   return jsonb_result(rows.at(0).at(0).value());
 }

@@ -267,8 +267,10 @@ WorkerGeneration generate(const GenerationRequest& request, const Supply& supply
         continue;
       }
       in_flight.finished();
-      if (reply.kind == ReplyKind::Failed)
+      if (reply.kind == ReplyKind::Failed) {
+        if (reply.failed.code) throw Error(*reply.failed.code, reply.failed.message);
         raise_sqlstate(reply.failed.sqlstate, reply.failed.message, {});
+      }
       out.done = reply.done;
       out.result.stopped_at_eos = reply.done.stopped_at_eos;
       out.result.prefill_seconds = reply.done.prefill_seconds;
@@ -313,7 +315,7 @@ Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
   const uint64_t starts = shared()->starts;
   const Figures f = shared()->figures;
   LWLockRelease(shared()->lock);
-  Datum values[15] = {Int32GetDatum(pid),
+  Datum values[16] = {Int32GetDatum(pid),
                       Int64GetDatum(int64(starts)),
                       CStringGetTextDatum(f.model),
                       Int32GetDatum(f.sequences),
@@ -327,8 +329,9 @@ Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
                       Int64GetDatum(int64(f.cache_entries)),
                       Int64GetDatum(int64(f.cache_bytes)),
                       Int64GetDatum(int64(f.cache_hits)),
-                      Int64GetDatum(int64(f.cache_misses))};
-  bool nulls[15] = {};
+                      Int64GetDatum(int64(f.cache_misses)),
+                      Int64GetDatum(int64(f.gpu_weight_uploads))};
+  bool nulls[16] = {};
   nulls[0] = pid == 0;
   nulls[2] = f.model[0] == '\0';
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

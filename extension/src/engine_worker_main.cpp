@@ -26,7 +26,7 @@
 #include "engine/session.hpp"
 #include "extension/src/artifact_cache.hpp"
 #include "extension/src/engine_worker.hpp"
-#include "extension/src/error_map.hpp"
+#include "extension/src/model_fingerprints.hpp"
 #include "extension/src/postgres.hpp"
 
 extern "C" {
@@ -89,7 +89,8 @@ class Worker {
   void queue_replies(Sequence& s);
   void flush(Sequence& s);
   void reap();
-  void fail(Sequence& s, const char* sqlstate, const std::string& message);
+  // Ends `s` with a Failed reply (encode_failed).
+  void fail(Sequence& s, std::string reply);
   void publish();
   std::shared_ptr<const Model> model_for(const GenerationRequest& r);
 
@@ -103,11 +104,9 @@ class Worker {
   uint64_t passes_ = 0, rows_ = 0, served_ = 0, failed_ = 0;
 };
 
-const char* sqlstate_of(const Error& e) { return unpack_sql_state(sql_error_for(e.code()).sqlstate); }
-
-void Worker::fail(Sequence& s, const char* sqlstate, const std::string& message) {
+void Worker::fail(Sequence& s, std::string reply) {
   s.outbox.clear();
-  s.outbox.push_back(encode_failed(sqlstate, message));
+  s.outbox.push_back(std::move(reply));
   s.ended = true;
   ++failed_;
 }
@@ -150,7 +149,7 @@ void Worker::claim() {
     try {
       s->asked = decode_request(std::string_view(base + sizeof(header), header.request_bytes));
     } catch (const Error& e) {
-      fail(*s, sqlstate_of(e), e.what());
+      fail(*s, encode_failed(e));
     }
     waiting_.push_back(std::move(s));
   }
@@ -160,7 +159,7 @@ std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   auto it = models_.find(r.model_path);
   if (it == models_.end() || it->second->fingerprint() != r.model_fingerprint || !it->second->weights_intact()) {
     if (it != models_.end()) models_.erase(it);  // unmap before mapping the file again
-    auto model = Model::load(r.model_path);
+    auto model = model_fingerprints::load(r.model_path, model_fingerprints::identify(r.model_path));
     if (model->fingerprint() != r.model_fingerprint)
       throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
                                                 "' is not the same file in the engine worker as in the caller's "
@@ -246,10 +245,12 @@ void Worker::receive_supply(Sequence& s) {
   if (got == SHM_MQ_DETACHED) s.gone = true;
   if (got != SHM_MQ_SUCCESS) return;
   dsm_handle handle;
-  if (n != sizeof(handle)) return fail(s, "XX000", "kvg: the engine worker got a malformed answer to its request");
+  if (n != sizeof(handle))
+    return fail(s, encode_failed("XX000", "kvg: the engine worker got a malformed answer to its request"));
   std::memcpy(&handle, data, sizeof(handle));
   dsm_segment* segment = dsm_attach(handle);
-  if (!segment) return fail(s, "XX000", "kvg: the artifacts sent to the engine worker were gone before it read them");
+  if (!segment)
+    return fail(s, encode_failed("XX000", "kvg: the artifacts sent to the engine worker were gone before it read them"));
   auto artifacts = read_supplied(
       std::string_view(static_cast<const char*>(dsm_segment_address(segment)), dsm_segment_map_length(segment)));
   dsm_detach(segment);
@@ -272,7 +273,7 @@ void Worker::admit() {
       try {
         receive_supply(s);
       } catch (const Error& e) {
-        fail(s, sqlstate_of(e), e.what());
+        fail(s, encode_failed(e));
       }
       if (s.awaiting_bytes && !s.gone) {
         ++it;
@@ -284,11 +285,11 @@ void Worker::admit() {
       try {
         no_room = start(s);
       } catch (const Refusal& r) {
-        fail(s, r.sqlstate, r.message);
+        fail(s, encode_failed(r.sqlstate, r.message));
       } catch (const Error& e) {
-        fail(s, sqlstate_of(e), e.what());
+        fail(s, encode_failed(e));
       } catch (const std::bad_alloc&) {
-        fail(s, "53200", "kvg: the engine worker is out of memory for this generation");
+        fail(s, encode_failed("53200", "kvg: the engine worker is out of memory for this generation"));
       }
       if (s.awaiting_bytes) {
         ++it;
@@ -314,10 +315,11 @@ bool Worker::step() {
     try {
       step_together(generations);
     } catch (const Error& e) {
-      for (Sequence* s : members) fail(*s, sqlstate_of(e), e.what());
+      for (Sequence* s : members) fail(*s, encode_failed(e));
       continue;
     } catch (const std::bad_alloc&) {
-      for (Sequence* s : members) fail(*s, "53200", "kvg: the engine worker ran out of memory in a forward pass");
+      for (Sequence* s : members)
+        fail(*s, encode_failed("53200", "kvg: the engine worker ran out of memory in a forward pass"));
       continue;
     }
     ++passes_;
@@ -328,9 +330,9 @@ bool Worker::step() {
       try {
         queue_replies(*s);
       } catch (const Error& e) {
-        fail(*s, sqlstate_of(e), e.what());
+        fail(*s, encode_failed(e));
       } catch (const std::bad_alloc&) {
-        fail(*s, "53200", "kvg: the engine worker ran out of memory capturing a chain link");
+        fail(*s, encode_failed("53200", "kvg: the engine worker ran out of memory capturing a chain link"));
       }
     }
   }
@@ -423,6 +425,7 @@ void Worker::publish() {
   f.cache_bytes = cache.bytes;
   f.cache_hits = cache.hits;
   f.cache_misses = cache.misses;
+  f.gpu_weight_uploads = CudaForward::weight_uploads();
   strlcpy(f.model, last_model_.c_str(), sizeof(f.model));
   LWLockRelease(sh->lock);
 }

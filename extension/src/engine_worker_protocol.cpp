@@ -185,15 +185,24 @@ std::string encode_done(const Done& d) {
   return w.take();
 }
 
-std::string encode_failed(const char* sqlstate, std::string_view message) {
+namespace {
+
+std::string failed(int32_t code, const char* sqlstate, std::string_view message) {
   Writer w;
   w.value(ReplyKind::Failed);
+  w.value(code);
   char state[5];
   std::memcpy(state, sqlstate, 5);
   w.value(state);
   w.text(message.substr(0, 4000));
   return w.take();
 }
+
+}  // namespace
+
+std::string encode_failed(const char* sqlstate, std::string_view message) { return failed(-1, sqlstate, message); }
+
+std::string encode_failed(const Error& error) { return failed(int32_t(error.code()), "XX000", error.what()); }
 
 Reply decode_reply(std::string_view bytes) {
   Reader in(bytes);
@@ -224,6 +233,9 @@ Reply decode_reply(std::string_view bytes) {
       r.done.batch_peak = in.value<int32_t>();
       break;
     case ReplyKind::Failed: {
+      const int32_t code = in.value<int32_t>();
+      if (code > int32_t(ErrorCode::Internal)) throw Error(ErrorCode::Corrupt, "the engine worker's reply is malformed");
+      if (code >= 0) r.failed.code = ErrorCode(code);
       const auto state = in.value<std::array<char, 5>>();
       std::memcpy(r.failed.sqlstate, state.data(), 5);
       r.failed.sqlstate[5] = '\0';

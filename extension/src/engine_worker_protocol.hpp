@@ -77,7 +77,10 @@ struct Done {
 };
 
 struct Failed {
-  char sqlstate[6] = "XX000";
+  // A kvg::Error's code: the backend throws it again, and its boundary
+  // reports it as it reports its own (SQLSTATE and hint, error_map.cpp).
+  std::optional<ErrorCode> code;
+  char sqlstate[6] = "XX000";  // otherwise
   std::string message;
 };
 
@@ -86,6 +89,7 @@ std::string encode_token(int32_t token);
 std::string encode_link(const std::vector<uint8_t>& artifact);
 std::string encode_done(const Done& done);
 std::string encode_failed(const char* sqlstate, std::string_view message);
+std::string encode_failed(const Error& error);
 
 struct Reply {
   ReplyKind kind = ReplyKind::Failed;

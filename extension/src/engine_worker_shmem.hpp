@@ -45,6 +45,7 @@ struct Figures {
   uint64_t rows;         // sequences' parts carried by them
   uint64_t served, failed;
   uint64_t cache_entries, cache_bytes, cache_hits, cache_misses;  // the verified-artifact cache
+  uint64_t gpu_weight_uploads;  // models' weights copied to the GPU by the worker (CudaForward::weight_uploads)
   char model[256];       // the last model path loaded
 };
 

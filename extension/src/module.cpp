@@ -4,6 +4,7 @@
 #include "extension/src/audit_writer.hpp"
 #include "extension/src/device_notice.hpp"
 #include "extension/src/engine_worker.hpp"
+#include "extension/src/model_fingerprints.hpp"
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
 
@@ -25,6 +26,7 @@ void _PG_init(void) {
   if (process_shared_preload_libraries_in_progress) {
     kvg::pg::audit_writer::setup_at_preload();
     kvg::pg::engine_worker::setup_at_preload();  // the engine worker: engine_worker.hpp
+    kvg::pg::model_fingerprints::setup_at_preload();
   }
 }
 

@@ -1,0 +1,108 @@
+#include "extension/src/model_fingerprints.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+
+#include "common/error.hpp"
+#include "extension/src/postgres.hpp"
+
+extern "C" {
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+}
+
+namespace kvg::pg::model_fingerprints {
+
+namespace {
+
+constexpr int kEntries = 32;  // model files one server keeps apart; the oldest is forgotten first
+constexpr const char* kTranche = "kvg_model_fingerprints";
+
+struct Entry {
+  FileIdentity file;
+  std::array<uint8_t, 32> fingerprint;
+  uint64_t stamp;  // 0: empty; larger: more recently remembered
+};
+
+struct Table {
+  LWLock* lock;
+  uint64_t clock;
+  Entry entries[kEntries];
+};
+
+Table* table = nullptr;
+shmem_request_hook_type previous_request = nullptr;
+shmem_startup_hook_type previous_startup = nullptr;
+
+void request_shared_memory() {
+  if (previous_request) previous_request();
+  RequestAddinShmemSpace(sizeof(Table));
+  RequestNamedLWLockTranche(kTranche, 1);
+}
+
+void attach_shared_memory() {
+  if (previous_startup) previous_startup();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found = false;
+  table = static_cast<Table*>(ShmemInitStruct("kvg model fingerprints", sizeof(Table), &found));
+  if (!found) {
+    std::memset(static_cast<void*>(table), 0, sizeof(Table));
+    table->lock = &GetNamedLWLockTranche(kTranche)->lock;
+  }
+  LWLockRelease(AddinShmemInitLock);
+}
+
+}  // namespace
+
+FileIdentity identify(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(errno == ENOENT ? ErrorCode::NotFound : ErrorCode::Io,
+                "kvg.model: cannot access '" + path + "': " + strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is a directory, not a GGUF model file");
+  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+void setup_at_preload() {
+  previous_request = shmem_request_hook;
+  shmem_request_hook = request_shared_memory;
+  previous_startup = shmem_startup_hook;
+  shmem_startup_hook = attach_shared_memory;
+}
+
+std::optional<std::array<uint8_t, 32>> find(const FileIdentity& file) {
+  if (!table) return std::nullopt;
+  std::optional<std::array<uint8_t, 32>> found;
+  LWLockAcquire(table->lock, LW_SHARED);
+  for (const Entry& e : table->entries)
+    if (e.stamp != 0 && e.file == file) found = e.fingerprint;
+  LWLockRelease(table->lock);
+  return found;
+}
+
+void remember(const FileIdentity& file, const std::array<uint8_t, 32>& fingerprint) {
+  if (!table) return;
+  LWLockAcquire(table->lock, LW_EXCLUSIVE);
+  Entry* slot = nullptr;
+  for (Entry& e : table->entries)
+    if (e.stamp != 0 && e.file == file) slot = &e;
+  if (!slot) {  // an empty entry (stamp 0) or else the least recently remembered
+    slot = &table->entries[0];
+    for (Entry& e : table->entries)
+      if (e.stamp < slot->stamp) slot = &e;
+  }
+  *slot = Entry{file, fingerprint, ++table->clock};
+  LWLockRelease(table->lock);
+}
+
+std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file) {
+  const std::optional<std::array<uint8_t, 32>> known = find(file);
+  auto model = Model::load(path, known);
+  if (!known && identify(path) == file) remember(file, model->fingerprint());
+  return model;
+}
+
+}  // namespace kvg::pg::model_fingerprints

@@ -1,0 +1,46 @@
+// The models' fingerprints, remembered for the whole server: a model's
+// fingerprint is the SHA-256 of its file, and computing it reads every byte
+// (a second or more for a 1 GB model). The first process that loads a file
+// records its fingerprint here under the file's identity (device, inode,
+// size, modification time: what engine_context.cpp already trusts to decide
+// that a loaded model is still current); every later load of the same file,
+// in any backend or the engine worker, takes it from here. A file replaced
+// or rewritten gets a new identity and is hashed again.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+
+#include "engine/model.hpp"
+
+namespace kvg::pg::model_fingerprints {
+
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+// The identity of the file at `path`; NotFound, Io or InvalidArgument (a
+// directory) naming kvg.model otherwise.
+FileIdentity identify(const std::string& path);
+
+// From _PG_init under shared_preload_libraries: the table's shared memory.
+// Without it nothing is remembered (every load hashes).
+void setup_at_preload();
+
+std::optional<std::array<uint8_t, 32>> find(const FileIdentity& file);
+void remember(const FileIdentity& file, const std::array<uint8_t, 32>& fingerprint);
+
+// The model at `path` (whose identity is `file`), its fingerprint taken from
+// the table when known, else computed and remembered — only if the file is
+// still the one identified (not replaced while it was loaded).
+std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file);
+
+}  // namespace kvg::pg::model_fingerprints
