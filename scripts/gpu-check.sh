@@ -18,7 +18,8 @@
 #      cluster; one backend makes 20 calls on the GPU (the weights must go up
 #      once: kvg_model_info()->>'gpu_weight_uploads'), then another backend
 #      (a fresh fork of the postmaster) does the same; both must give the
-#      CPU's text;
+#      CPU's text; then 8 and 32 sessions at once through the engine worker
+#      (kvg.engine = worker: one upload in all, every text the CPU's);
 #   5. speed on a ~1B-parameter q8_0 synthetic model: CPU versus GPU prefill
 #      and decode, graft versus recompute (exact), GPU decode tokens/s at 1K,
 #      8K and 32K tokens of context, and GPU prefill and decode tokens/s per
@@ -200,6 +201,23 @@ if wants postgres; then
         else
           row "PostgreSQL, $which backend: 21 calls on the GPU" "$(tr '\n' ' ' <<<"$info") $(head -c 200 <<<"$out" | tr '\n' ' ')" FAIL
         fi
+      done
+      # The engine worker: 8 and 32 sessions at once, every generation in the
+      # one worker on the GPU (one context, one weight upload), each the CPU's text.
+      for clients in 8 32; do
+        began=$(date +%s.%N)
+        for i in $(seq 1 "$clients"); do
+          sql -c "SET kvg.device = 'cuda'" -c "SET kvg.engine = worker" \
+            -c "SELECT kvg_generate('Once upon a time', 24)" >"$build/gpu-check-worker.$i" &
+        done
+        wait
+        seconds=$(awk "BEGIN { print $(date +%s.%N) - $began }")
+        same=0
+        for i in $(seq 1 "$clients"); do [ "$(cat "$build/gpu-check-worker.$i")" = "$cpu_text" ] && same=$((same + 1)); done
+        worker=$(psql -X -At -d postgres -c "SELECT gpu_weight_uploads || '|' || batch_peak FROM kvg_engine_worker()")
+        result="$same of $clients == CPU text; worker weight uploads ${worker%%|*}; $(awk "BEGIN { printf \"%.0f\", 24 * $clients / $seconds }") tok/s in all (calls included)"
+        if [ "$same" = "$clients" ] && [ "${worker%%|*}" = 1 ] && [ -n "$cpu_text" ]; then verdict=pass; else verdict=FAIL; fi
+        row "PostgreSQL, engine worker: $clients sessions at once on the GPU" "$result" "$verdict"
       done
       "$repo/scripts/pg-cluster.sh" stop >/dev/null
     fi
