@@ -6,6 +6,7 @@
 
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
+#include "extension/src/shared_struct.hpp"
 #include "extension/src/postgres.hpp"
 
 extern "C" {
@@ -38,33 +39,9 @@ constexpr const char* kWriterDownHint =
 
 Shared* shared_memory = nullptr;
 bool preloaded_flag = false;
-shmem_request_hook_type previous_request = nullptr;
-shmem_startup_hook_type previous_startup = nullptr;
 ProcessUtility_hook_type previous_utility = nullptr;
-
-// One slot per PGPROC of a backend (background workers included).
-int slot_count() { return MaxBackends + NUM_AUXILIARY_PROCS; }
-
-Size shared_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), Size(slot_count()))); }
-
-void request_shared_memory() {
-  if (previous_request) previous_request();
-  RequestAddinShmemSpace(shared_size());
-  RequestNamedLWLockTranche(kTranche, 1);
-}
-
-void attach_shared_memory() {
-  if (previous_startup) previous_startup();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found = false;
-  shared_memory = static_cast<Shared*>(ShmemInitStruct("kvg audit writer", shared_size(), &found));
-  if (!found) {
-    std::memset(static_cast<void*>(shared_memory), 0, shared_size());
-    shared_memory->lock = &GetNamedLWLockTranche(kTranche)->lock;
-    shared_memory->slot_count = slot_count();
-  }
-  LWLockRelease(AddinShmemInitLock);
-}
+// One request slot per process (shared_struct.hpp).
+const SharedStruct kSharedMemory = per_process_struct("kvg audit writer", kTranche, &shared_memory);
 
 // DROP DATABASE waits (5 s) for every other session of the database to go:
 // the writer goes at once, and is not to connect again if the postmaster
@@ -227,10 +204,7 @@ bool preloaded() { return preloaded_flag; }
 
 void setup_at_preload() {
   preloaded_flag = true;
-  previous_request = shmem_request_hook;
-  shmem_request_hook = request_shared_memory;
-  previous_startup = shmem_startup_hook;
-  shmem_startup_hook = attach_shared_memory;
+  request_shared_struct(kSharedMemory);
   previous_utility = ProcessUtility_hook;
   ProcessUtility_hook = stop_writer_of_dropped_database;
 }

@@ -8,6 +8,7 @@
 
 #include "extension/src/pg_boundary.hpp"
 #include "extension/src/settings.hpp"
+#include "extension/src/shared_struct.hpp"
 #include "extension/src/sql_raise.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -52,30 +53,8 @@ int engine_kv_memory_kb = 4 << 20;
 int engine_cache_memory_kb = 1 << 20;
 
 Shared* shared_memory = nullptr;
-shmem_request_hook_type previous_request = nullptr;
-shmem_startup_hook_type previous_startup = nullptr;
-
-int slot_count() { return MaxBackends + NUM_AUXILIARY_PROCS; }
-Size shared_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), Size(slot_count()))); }
-
-void request_shared_memory() {
-  if (previous_request) previous_request();
-  RequestAddinShmemSpace(shared_size());
-  RequestNamedLWLockTranche(kTranche, 1);
-}
-
-void attach_shared_memory() {
-  if (previous_startup) previous_startup();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found = false;
-  shared_memory = static_cast<Shared*>(ShmemInitStruct("kvg engine worker", shared_size(), &found));
-  if (!found) {
-    std::memset(static_cast<void*>(shared_memory), 0, shared_size());
-    shared_memory->lock = &GetNamedLWLockTranche(kTranche)->lock;
-    shared_memory->slot_count = slot_count();
-  }
-  LWLockRelease(AddinShmemInitLock);
-}
+// One request slot per process (shared_struct.hpp).
+const SharedStruct kSharedMemory = per_process_struct("kvg engine worker", kTranche, &shared_memory);
 
 void register_worker() {
   BackgroundWorker worker{};
@@ -170,18 +149,17 @@ class Call {
 Shared* shared() { return shared_memory; }
 
 void setup_at_preload() {
-  previous_request = shmem_request_hook;
-  shmem_request_hook = request_shared_memory;
-  previous_startup = shmem_startup_hook;
-  shmem_startup_hook = attach_shared_memory;
+  request_shared_struct(kSharedMemory);
   register_worker();
 }
 
 void define_settings() {
+  // The worker exists only when the postmaster loaded kvg: the default there.
+  const int by_default = process_shared_preload_libraries_in_progress ? kWorker : kBackend;
   DefineCustomEnumVariable("kvg.engine", "Where generations run: in the caller's backend, or in kvg's engine worker.",
-                           "worker: one process runs every session's generations in shared batched passes "
-                           "(the same bits). Needs shared_preload_libraries = 'kvg'.",
-                           &engine_mode, kBackend, engine_modes, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+                           "worker (the default when kvg is preloaded): one process runs every session's "
+                           "generations in shared batched passes, with the same bits.",
+                           &engine_mode, by_default, engine_modes, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.engine_threads", "CPU threads the engine worker's passes use (0: kvg.max_threads).",
                           nullptr, &engine_threads, 0, 0, 1024, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.engine_max_batch", "The most sequences the engine worker runs at once.",

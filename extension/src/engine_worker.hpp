@@ -33,7 +33,7 @@ void setup_at_preload();
 // From _PG_init: kvg.engine and the worker's limits.
 void define_settings();
 
-// kvg.engine = worker: generations run in the worker.
+// kvg.engine = worker (the default when preloaded): generations run in the worker.
 bool in_use();
 // The worker's limits (read by the worker on SIGHUP).
 int threads();             // kvg.engine_threads (0: kvg.max_threads)

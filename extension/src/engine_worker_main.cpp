@@ -96,7 +96,11 @@ class Worker {
 
   std::deque<std::unique_ptr<Sequence>> waiting_;  // claimed, not admitted yet
   std::vector<std::unique_ptr<Sequence>> running_;
-  std::map<std::string, std::shared_ptr<const Model>> models_;  // by path
+  struct LoadedModel {
+    model_fingerprints::FileIdentity file;
+    std::shared_ptr<const Model> model;
+  };
+  std::map<std::string, LoadedModel> models_;  // by path
   std::string last_model_;
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
   int64_t kv_in_use_ = 0;
@@ -155,19 +159,24 @@ void Worker::claim() {
   }
 }
 
+// The model at the request's path, mapped again when the file there is not
+// the one mapped (replaced, truncated: its identity changed, as a backend
+// checks it on every call) or a read from the mapping failed.
 std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
+  const model_fingerprints::FileIdentity file = model_fingerprints::identify(r.model_path);
   auto it = models_.find(r.model_path);
-  if (it == models_.end() || it->second->fingerprint() != r.model_fingerprint || !it->second->weights_intact()) {
+  if (it == models_.end() || !(it->second.file == file) || it->second.model->fingerprint() != r.model_fingerprint ||
+      !it->second.model->weights_intact()) {
     if (it != models_.end()) models_.erase(it);  // unmap before mapping the file again
-    auto model = model_fingerprints::load(r.model_path, model_fingerprints::identify(r.model_path));
+    auto model = model_fingerprints::load(r.model_path, file);
     if (model->fingerprint() != r.model_fingerprint)
       throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
                                                 "' is not the same file in the engine worker as in the caller's "
                                                 "backend (it changed between their loads): call again");
-    it = models_.emplace(r.model_path, std::move(model)).first;
+    it = models_.emplace(r.model_path, LoadedModel{file, std::move(model)}).first;
     last_model_ = r.model_path;
   }
-  return it->second;
+  return it->second.model;
 }
 
 // The session of a claimed request, its graft, its generation, and the KV it

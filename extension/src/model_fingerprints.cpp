@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "common/error.hpp"
+#include "extension/src/shared_struct.hpp"
 #include "extension/src/postgres.hpp"
 
 extern "C" {
@@ -33,26 +34,10 @@ struct Table {
 };
 
 Table* table = nullptr;
-shmem_request_hook_type previous_request = nullptr;
-shmem_startup_hook_type previous_startup = nullptr;
 
-void request_shared_memory() {
-  if (previous_request) previous_request();
-  RequestAddinShmemSpace(sizeof(Table));
-  RequestNamedLWLockTranche(kTranche, 1);
-}
-
-void attach_shared_memory() {
-  if (previous_startup) previous_startup();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-  bool found = false;
-  table = static_cast<Table*>(ShmemInitStruct("kvg model fingerprints", sizeof(Table), &found));
-  if (!found) {
-    std::memset(static_cast<void*>(table), 0, sizeof(Table));
-    table->lock = &GetNamedLWLockTranche(kTranche)->lock;
-  }
-  LWLockRelease(AddinShmemInitLock);
-}
+const SharedStruct kSharedMemory{
+    "kvg model fingerprints", kTranche, [] { return sizeof(Table); },
+    [](void* memory, LWLock* lock) { static_cast<Table*>(memory)->lock = lock; }, reinterpret_cast<void**>(&table)};
 
 }  // namespace
 
@@ -66,12 +51,7 @@ FileIdentity identify(const std::string& path) {
   return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
 }
 
-void setup_at_preload() {
-  previous_request = shmem_request_hook;
-  shmem_request_hook = request_shared_memory;
-  previous_startup = shmem_startup_hook;
-  shmem_startup_hook = attach_shared_memory;
-}
+void setup_at_preload() { request_shared_struct(kSharedMemory); }
 
 std::optional<std::array<uint8_t, 32>> find(const FileIdentity& file) {
   if (!table) return std::nullopt;

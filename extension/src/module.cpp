@@ -18,6 +18,7 @@ PGDLLEXPORT void _PG_init(void);
 
 // Plain C calls only: an ERROR raised here has no C++ object to skip.
 void _PG_init(void) {
+  kvg::pg::engine_worker::define_settings();  // before settings::define() reserves the prefix
   kvg::pg::settings::define();
   kvg::pg::install_boundary({kvg::pg::notice_device_fallback, kvg::pg::forget_device_fallback});
   // The audit writer's shared memory exists only when the postmaster loads

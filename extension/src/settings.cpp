@@ -91,7 +91,6 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/request_limits.hpp"
 #include "extension/src/disk_headroom.hpp"
-#include "extension/src/engine_worker.hpp"
 #include "extension/src/conninfo.hpp"
 #include "extension/src/postgres.hpp"
 
@@ -275,7 +274,6 @@ void define() {
                           &verifier_timeout_ms_value, 5000, 1, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MS, nullptr, nullptr,
                           nullptr);
   disk_headroom::define_setting();
-  engine_worker::define_settings();
   MarkGUCPrefixReserved("kvg");
 }
 

@@ -10,6 +10,9 @@ SELECT plan(17);
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
 SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
 SELECT set_config('kvg.artifact_cache_memory', '64MB', true) \g /dev/null
+-- This backend's own cache: the engine worker keeps one of its own
+-- (tests/concurrency/engine_worker_test.sh), so calls run here.
+SELECT set_config('kvg.engine', 'backend', true) \g /dev/null
 
 CREATE FUNCTION pg_temp.cache(field text) RETURNS bigint LANGUAGE sql AS $$
   SELECT (to_jsonb(c) ->> field)::bigint FROM kvg.artifact_cache c
