@@ -14,8 +14,11 @@ GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt,
   session = std::make_unique<Session>(call.model, call.options);
   GenerationRun run;
   run.grafted = graft_stored_prefix(call, *session, prompt, start);
-  AnswerLine line(call.model->tokenizer(), prompt.back());
-  if (asks.answer_line) options.on_token = [&line](int32_t token) { return line.feed(token); };
+  std::optional<AnswerLine> line;  // (an answer's prompt is never empty)
+  if (asks.answer_line) {
+    line.emplace(call.model->tokenizer(), prompt.back());
+    options.on_token = [&line](int32_t token) { return line->feed(token); };
+  }
   run.result = generate(*session, prompt.subspan(size_t(session->n_past())), options);
   return run;
 }

@@ -82,6 +82,9 @@ std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& f
   const std::optional<std::array<uint8_t, 32>> known = find(file);
   auto model = Model::load(path, known);
   if (!known && identify(path) == file) remember(file, model->fingerprint());
+  // Said at DEBUG1 (which never leaves this frame): tests/concurrency/engine_worker_test.sh reads it.
+  const std::string said = "kvg: model fingerprint of '" + path + (known ? "' remembered" : "' computed");
+  elog(DEBUG1, "%s", said.c_str());
   return model;
 }
 

@@ -20,14 +20,17 @@
 #     worker) as in backend mode;
 #  6. a recurring answer from a backend that never read its entry grafts from
 #     the worker's verified-artifact cache (hits up, no miss);
-#  7. the worker terminated under load (SIGTERM: an error exit): the calls it
+#  7. a model's fingerprint is hashed once per file for the whole server
+#     (extension/src/model_fingerprints.hpp): a new backend takes it from the
+#     table, a copy of the file is hashed again, to the same value;
+#  8. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'
 #     next calls succeed;
-#  8. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+#  9. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
 #     rule for any process that dies without cleaning up), the calls in
 #     flight fail, the server and the worker come back, the next call gives
 #     the same bytes, and the audit chain verifies.
-# The long calls (3, 4, 7, 8) run on a synthetic model slow enough (~100 tokens/s
+# The long calls (3, 4, 8, 9) run on a synthetic model slow enough (~100 tokens/s
 # here) for a signal to land in the middle of them.
 # Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
 # TinyStories-656K, and the kvg command that writes the slow model)
@@ -213,6 +216,24 @@ shared_cache() {
   [ "$after" = "$before" ] && [ "$hits1" -gt "$hits0" ] && [ "$misses1" = "$misses0" ]
 }
 check "a recurring answer from a backend that never read its entry grafts from the worker's cache" shared_cache
+
+fingerprints() {
+  local said copy=$dir/copy.gguf
+  # TinyStories is loaded by now: a new backend takes its fingerprint from the table.
+  said=$(PGOPTIONS="-c kvg.model=$model -c client_min_messages=debug1" psql -X -q -At -d "$db" \
+    -c "SELECT kvg_model_info()->>'fingerprint'" 2>&1 | grep -o "model fingerprint of .*")
+  # A copy is another file (another inode): hashed, with the same fingerprint.
+  cp "$model" "$copy" && chmod 644 "$copy"
+  local copied
+  copied=$(PGOPTIONS="-c kvg.model=$copy -c client_min_messages=debug1" psql -X -q -At -d "$db" \
+    -c "SELECT kvg_model_info()->>'fingerprint'" 2>&1)
+  echo "# a new backend: $said; a copy: $(echo "$copied" | grep -o "model fingerprint of .*" | sed 's|.*/||')"
+  [ "$said" = "model fingerprint of '$model' remembered" ] &&
+    echo "$copied" | grep -q "model fingerprint of '$copy' computed" &&
+    [ "$(echo "$copied" | tail -1)" = "$(psql -X -q -At -d "$db" -c "SET kvg.model = '$model'" \
+      -c "SELECT kvg_model_info()->>'fingerprint'")" ]
+}
+check "a model's fingerprint is computed once per file for the server; a new file is hashed again" fingerprints
 
 # wait_for_worker OLD_STARTS: a worker runs that started after OLD_STARTS starts.
 wait_for_worker() {
