@@ -67,7 +67,10 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
   quantize_activations(x, x_stride, n_tokens, w.cols, block, pool, acts);
   const Kernel kernel = kernel_for(isa);
   panels.lanes = 0;
-  if (kernel.lanes > 0 && !detail::q8_decode_path(w.type, n_tokens)) build_q8_panels(acts, kernel.lanes, detail::q8_unsigned_weights(w.type) ? 0 : kernel.offset, panels);
+  if (kernel.fn == detail::matmul_q8_block_avx512 && detail::q8_pair_path(w.type, n_tokens))
+    build_q8_panels(acts, detail::kQ8PairLanes, 0, panels);
+  else if (kernel.lanes > 0 && !detail::q8_decode_path(w.type, n_tokens))
+    build_q8_panels(acts, kernel.lanes, detail::q8_unsigned_weights(w.type) ? 0 : kernel.offset, panels);
   const int64_t rows_step = std::max<int64_t>(8, rows_per_task(w.rows, pool.size()));
   const int64_t n_tasks = (w.rows + rows_step - 1) / rows_step;
   pool.run(size_t(n_tasks), [&](size_t task) {

@@ -1,8 +1,11 @@
 // AVX-512 kernel of recipe q8-portable-v1 (needs AVX512-VNNI; matmul_q8.cpp
-// runs the AVX2 kernel on AVX-512 CPUs without it): panels of 16 tokens, one
-// zmm lane each. The panel holds q + 128 as unsigned bytes, so vpdpbusd
-// multiplies them with the signed weight bytes directly; the block's
-// correction 128 * Σ scale_j Σ v removes the offset, exactly.
+// runs the AVX2 kernel on AVX-512 CPUs without it). Three layouts, by the
+// number of tokens: one Q8_0 token runs eight rows across the lanes
+// (q8_0_decode_rows8); 2..16 Q8_0 tokens run two rows per register over
+// 8-token panels (q8_0_pair_rows8); everything else runs panels of 16
+// tokens, one zmm lane each. Such a panel holds q + 128 as unsigned bytes,
+// so vpdpbusd multiplies them with the signed weight bytes directly; the
+// block's correction 128 * Σ scale_j Σ v removes the offset, exactly.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -125,10 +128,119 @@ void q8_0_decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0
   }
 }
 
+// Small batches of Q8_0 (q8_pair_path: 2..16 tokens) run on token panels
+// of 8 lanes holding q itself, with two rows per zmm: lanes 0-7 are row 2p's
+// products with the panel's tokens, lanes 8-15 row 2p + 1's. A 16-lane panel
+// would leave half its lanes empty at 8 tokens and unpack every block for
+// them; here the weights go from the block straight to the multiplier. Four
+// groups of a row pair's block sit once in each 128-bit lane (row 2p's in the
+// low half, row 2p + 1's in the high), made unsigned by + 128, and vpshufd
+// picks group k in every lane; the + 128 adds 128 * Σ q, which each block's
+// start value removes (-128 times the token's block sum, from its sum pair).
+// Eight rows' integer sums are exact; the float steps are the spec's, per
+// lane, block after block: the scalar kernel's bits.
+constexpr int kPairsPerGroup = 4;  // eight rows
+
+// Groups [4h, 4h + 4) of block b of rows lo and hi, + 128.
+inline __m512i pair_groups(const uint8_t* lo, const uint8_t* hi, int64_t b, int h) {
+  const int64_t at = b * 34 + 2 + 16 * h;
+  const __m512i l = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + at)));
+  const __m512i r = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + at)));
+  return _mm512_xor_si512(_mm512_shuffle_i64x2(l, r, _MM_SHUFFLE(0, 0, 0, 0)), _mm512_set1_epi8(char(0x80)));
+}
+
+// i1 += group 4h + k of every pair times the panels' tokens.
+template <int k, int kPanels>
+[[gnu::always_inline]] inline void pair_group_products(const Q8Panels& pn, int64_t g, const __m512i (&groups)[kPairsPerGroup],
+                                                       __m512i (&i1)[kPairsPerGroup][kPanels]) {
+  __m512i panel[kPanels];
+  #pragma GCC unroll 8
+  for (int p = 0; p < kPanels; ++p)  // 8 tokens' 4 bytes, in both halves
+    panel[p] = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pn.q_group(p, g + k))));
+  #pragma GCC unroll 8
+  for (int r = 0; r < kPairsPerGroup; ++r) {
+    const __m512i weights = _mm512_shuffle_epi32(groups[r], _MM_PERM_ENUM(k * 0x55));
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPanels; ++p) i1[r][p] = _mm512_dpbusd_epi32(i1[r][p], weights, panel[p]);
+  }
+}
+
+template <int kPanels>
+void q8_0_pair_rows8(const WeightMatrix& w, const Q8Panels& pn, int64_t n_tokens, int64_t r0, int n_rows, float* y,
+                     int64_t y_stride) {
+  const uint8_t* rows[2 * kPairsPerGroup];
+  alignas(32) int32_t offsets[2 * kPairsPerGroup];
+  #pragma GCC unroll 8
+  for (int r = 0; r < 2 * kPairsPerGroup; ++r) {  // a short group repeats its last row
+    rows[r] = w.row(r0 + std::min(r, n_rows - 1));
+    offsets[r] = int32_t(rows[r] - rows[0]);
+  }
+  const __m256i offsets_v = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  const __m512i minus_128_pair = _mm512_set1_epi32(int32_t(uint32_t(uint16_t(-128)) * 0x10001u));
+  __m512 acc[kPairsPerGroup][kPanels];
+  #pragma GCC unroll 8
+  for (auto& pair : acc)
+    #pragma GCC unroll 8
+    for (auto& a : pair) a = _mm512_setzero_ps();
+  for (int64_t b = 0; b < pn.blocks; ++b) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < 2 * kPairsPerGroup; ++r) prefetch_next_group(rows[r] + b * 34, w.row_bytes, 8, 34);
+    __m512i i1[kPairsPerGroup][kPanels];
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPanels; ++p) {  // -128 * Σ q of each token's block: (lo + hi) 16-sums
+      const __m512i pairs = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pn.sum_pair(p, b))));
+      const __m512i start = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pairs, minus_128_pair);
+      #pragma GCC unroll 8
+      for (int r = 0; r < kPairsPerGroup; ++r) i1[r][p] = start;
+    }
+    #pragma GCC unroll 8
+    for (int h = 0; h < 2; ++h) {
+      __m512i groups[kPairsPerGroup];
+      #pragma GCC unroll 8
+      for (int r = 0; r < kPairsPerGroup; ++r) groups[r] = pair_groups(rows[2 * r], rows[2 * r + 1], b, h);
+      const int64_t g = 8 * b + 4 * h;
+      pair_group_products<0, kPanels>(pn, g, groups, i1);
+      pair_group_products<1, kPanels>(pn, g, groups, i1);
+      pair_group_products<2, kPanels>(pn, g, groups, i1);
+      pair_group_products<3, kPanels>(pn, g, groups, i1);
+    }
+    const __m512 d8 = _mm512_castps256_ps512(q8_0_scales(rows[0], offsets_v, b));
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPanels; ++p) {
+      const __m512 dx = _mm512_castsi512_ps(
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pn.dx_block(p, b)))));
+      #pragma GCC unroll 8
+      for (int r = 0; r < kPairsPerGroup; ++r) {
+        const __m512i which = _mm512_inserti64x4(_mm512_set1_epi32(2 * r), _mm256_set1_epi32(2 * r + 1), 1);
+        const __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(which, d8), dx);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[r][p]), scale, acc[r][p]);
+      }
+    }
+  }
+  #pragma GCC unroll 8
+  for (int r = 0; r < kPairsPerGroup; ++r)
+    #pragma GCC unroll 8
+    for (int p = 0; p < kPanels; ++p) {
+      alignas(64) float out[16];
+      _mm512_store_ps(out, acc[r][p]);
+      for (int l = 0; l < 8 && 8 * p + l < n_tokens; ++l)
+        for (int half = 0; half < 2; ++half)
+          if (2 * r + half < n_rows) y[(8 * p + l) * y_stride + r0 + 2 * r + half] = out[8 * half + l];
+    }
+}
+
 }  // namespace
 
 void matmul_q8_block_avx512(const WeightMatrix& w, const Q8Activations& a, const Q8Panels& panels, int64_t r0,
                             int64_t r1, float* y, int64_t y_stride) {
+  if (w.type == WeightType::Q8_0 && panels.lanes == kQ8PairLanes) {
+    for (int64_t r = r0; r < r1; r += 8) {
+      const int n_rows = int(std::min<int64_t>(8, r1 - r));
+      if (panels.n_panels == 1) q8_0_pair_rows8<1>(w, panels, a.n_tokens, r, n_rows, y, y_stride);
+      else q8_0_pair_rows8<2>(w, panels, a.n_tokens, r, n_rows, y, y_stride);
+    }
+    return;
+  }
   if (w.type == WeightType::Q8_0 && q8_decode_path(w.type, a.n_tokens)) {
     for (int64_t r = r0; r < r1; r += 8) q8_0_decode_rows8(w, a, r, int(std::min<int64_t>(8, r1 - r)), y, y_stride);
     return;
