@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "engine/cuda_forward.hpp"
+#include "engine/generate.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/sampler.hpp"
@@ -1310,6 +1311,58 @@ TEST(CudaServer, SessionsOfOneModelUploadItsWeightsOnce) {
   // Both models gone: their weights and idle workspaces went with them.
   EXPECT_EQ(cuda::mock::counters().live_device_bytes, live_at_start);
 #endif
+}
+
+// The engine worker's path on a GPU (engine/generate.hpp: step_together):
+// generations of one model on CUDA sessions join, wait and finish at their
+// own steps, share the one weight upload, and each decodes the tokens
+// generate() gives it alone on the CPU, under both recipes.
+TEST(CudaServer, GenerationsSteppedTogetherEqualEachAloneOnTheCpu) {
+  KVG_REQUIRE_GPU();
+  for (const char* variant : {"f32", "q8_0"}) {
+    const auto model = synth_model(variant);
+    EngineOptions cpu, gpu;
+    if (std::string(variant) == "q8_0") cpu.recipe = gpu.recipe = kQ8Recipe;
+    gpu.device = Device::Cuda;
+    struct Job {
+      std::vector<int32_t> prompt;
+      GenerateOptions options;
+      int joins_at;
+    };
+    std::vector<Job> jobs;
+    for (int i = 0; i < 3; ++i) {
+      Job job{prompt_for(*model, size_t(5 + 4 * i), size_t(7919 + 31 * i)), {}, i};
+      job.options.max_new_tokens = 4 + i;
+      job.options.stop_at_eos = false;
+      job.options.prefill_chunk = i == 1 ? 3 : 0;
+      if (i == 2) job.options.sampling.temperature = 0.8f, job.options.sampling.seed = 17;
+      jobs.push_back(std::move(job));
+    }
+    const int64_t uploads_before = CudaForward::weight_uploads();
+    std::vector<std::unique_ptr<Session>> sessions;
+    std::vector<std::unique_ptr<Generation>> generations(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) sessions.push_back(std::make_unique<Session>(model, gpu));
+    for (int step = 0;; ++step) {
+      bool pending = false;
+      std::vector<Generation*> taking_part;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (!generations[i] && jobs[i].joins_at <= step)
+          generations[i] = std::make_unique<Generation>(*sessions[i], jobs[i].prompt, jobs[i].options);
+        if (!generations[i] || !generations[i]->finished()) pending = true;
+        // Job 0 sits out every third step: a client not reading.
+        if (generations[i] && !generations[i]->finished() && !(i == 0 && step % 3 == 2))
+          taking_part.push_back(generations[i].get());
+      }
+      if (!pending) break;
+      step_together(taking_part);
+    }
+    EXPECT_EQ(CudaForward::weight_uploads() - uploads_before, 1) << variant;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      Session alone(model, cpu);
+      EXPECT_EQ(generations[i]->result().tokens, generate(alone, jobs[i].prompt, jobs[i].options).tokens)
+          << variant << " job " << i;
+    }
+  }
 }
 
 // Pinned staging is bounded (CudaForward's staging_bytes): a graft's upload,
