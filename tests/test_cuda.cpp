@@ -23,6 +23,7 @@
 
 #include "engine/cuda_forward.hpp"
 #include "engine/generate.hpp"
+#include "tests/stepped_generations.hpp"
 #include "engine/graft.hpp"
 #include "engine/graft_check.hpp"
 #include "engine/sampler.hpp"
@@ -1324,14 +1325,9 @@ TEST(CudaServer, GenerationsSteppedTogetherEqualEachAloneOnTheCpu) {
     EngineOptions cpu, gpu;
     if (std::string(variant) == "q8_0") cpu.recipe = gpu.recipe = kQ8Recipe;
     gpu.device = Device::Cuda;
-    struct Job {
-      std::vector<int32_t> prompt;
-      GenerateOptions options;
-      int joins_at;
-    };
-    std::vector<Job> jobs;
+    std::vector<test::SteppedJob> jobs;
     for (int i = 0; i < 3; ++i) {
-      Job job{prompt_for(*model, size_t(5 + 4 * i), size_t(7919 + 31 * i)), {}, i};
+      test::SteppedJob job{prompt_for(*model, size_t(5 + 4 * i), size_t(7919 + 31 * i)), {}, i};
       job.options.max_new_tokens = 4 + i;
       job.options.stop_at_eos = false;
       job.options.prefill_chunk = i == 1 ? 3 : 0;
@@ -1340,26 +1336,14 @@ TEST(CudaServer, GenerationsSteppedTogetherEqualEachAloneOnTheCpu) {
     }
     const int64_t uploads_before = CudaForward::weight_uploads();
     std::vector<std::unique_ptr<Session>> sessions;
-    std::vector<std::unique_ptr<Generation>> generations(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) sessions.push_back(std::make_unique<Session>(model, gpu));
-    for (int step = 0;; ++step) {
-      bool pending = false;
-      std::vector<Generation*> taking_part;
-      for (size_t i = 0; i < jobs.size(); ++i) {
-        if (!generations[i] && jobs[i].joins_at <= step)
-          generations[i] = std::make_unique<Generation>(*sessions[i], jobs[i].prompt, jobs[i].options);
-        if (!generations[i] || !generations[i]->finished()) pending = true;
-        // Job 0 sits out every third step: a client not reading.
-        if (generations[i] && !generations[i]->finished() && !(i == 0 && step % 3 == 2))
-          taking_part.push_back(generations[i].get());
-      }
-      if (!pending) break;
-      step_together(taking_part);
-    }
+    // Job 0 sits out every third step: a client not reading.
+    const auto tokens =
+        test::step_jobs_together(sessions, jobs, [](size_t job, int step) { return !(job == 0 && step % 3 == 2); });
     EXPECT_EQ(CudaForward::weight_uploads() - uploads_before, 1) << variant;
     for (size_t i = 0; i < jobs.size(); ++i) {
       Session alone(model, cpu);
-      EXPECT_EQ(generations[i]->result().tokens, generate(alone, jobs[i].prompt, jobs[i].options).tokens)
+      EXPECT_EQ(tokens[i], generate(alone, jobs[i].prompt, jobs[i].options).tokens)
           << variant << " job " << i;
     }
   }

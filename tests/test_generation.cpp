@@ -11,15 +11,12 @@
 #include "engine/generate.hpp"
 #include "engine/session.hpp"
 #include "tests/data_paths.hpp"
+#include "tests/stepped_generations.hpp"
 
 namespace kvg {
 namespace {
 
-struct Job {
-  std::vector<int32_t> prompt;
-  GenerateOptions options;
-  int joins_at = 0;  // the step it starts at
-};
+using Job = test::SteppedJob;
 
 Job random_job(std::mt19937& rng, int n_vocab) {
   Job job;
@@ -43,28 +40,14 @@ std::vector<int32_t> alone(const std::shared_ptr<const Model>& model, const Engi
 }
 
 // `jobs` started at their steps; at each step every running one takes part
-// with probability 3/4 (the others wait: a client not reading, say).
+// with probability 3/4, in a random order (whoever leads the pass).
 std::vector<std::vector<int32_t>> together(const std::shared_ptr<const Model>& model, const EngineOptions& engine,
                                            const std::vector<Job>& jobs, std::mt19937& rng) {
   std::vector<std::unique_ptr<Session>> sessions;
-  std::vector<std::unique_ptr<Generation>> generations(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) sessions.push_back(std::make_unique<Session>(model, engine));
-  for (int step = 0;; ++step) {
-    bool pending = false;
-    std::vector<Generation*> taking_part;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      if (!generations[i] && jobs[i].joins_at <= step)
-        generations[i] = std::make_unique<Generation>(*sessions[i], jobs[i].prompt, jobs[i].options);
-      if (!generations[i] || !generations[i]->finished()) pending = true;
-      if (generations[i] && !generations[i]->finished() && rng() % 4 != 0) taking_part.push_back(generations[i].get());
-    }
-    if (!pending) break;
-    std::shuffle(taking_part.begin(), taking_part.end(), rng);  // whoever leads the pass
-    step_together(taking_part);
-  }
-  std::vector<std::vector<int32_t>> tokens;
-  for (const auto& g : generations) tokens.push_back(g->result().tokens);
-  return tokens;
+  return test::step_jobs_together(
+      sessions, jobs, [&](size_t, int) { return rng() % 4 != 0; },
+      [&](std::vector<Generation*>& pass) { std::shuffle(pass.begin(), pass.end(), rng); });
 }
 
 void expect_together_equals_alone(const char* path, Recipe recipe, int threads, uint32_t seed) {
