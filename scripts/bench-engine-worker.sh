@@ -9,6 +9,9 @@
 #
 # MODEL is a path the server reads. Environment: KVG_BENCH_TOKENS (decoded
 # per call, default 64), KVG_BENCH_CALLS (calls per client, default 1),
+# KVG_BENCH_ROUNDS (default 1: for each number of clients, rounds of one
+# backend run then one worker run; the table gives each mode's median, so a
+# machine whose speed drifts weighs less on the ratios),
 # KVG_BENCH_RECIPE (default q8-portable-v1),
 # KVG_BENCH_DB (default kvg_bench, dropped and created), PGHOST/PGPORT/PGUSER
 # (scripts/pg-cluster.sh prints them). Backend mode uses every core per call
@@ -61,27 +64,33 @@ for mode in backend worker; do
     -c "SELECT length(kvg_generate('warm', 16))" >/dev/null
 done
 
+rounds=${KVG_BENCH_ROUNDS:-1}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '| clients | backend tok/s | worker tok/s | worker ÷ backend | worker ÷ 1 client in backend | rows per pass | same bytes |\n'
 printf '|---:|---:|---:|---:|---:|---:|:---:|\n'
 single_backend=
 for n in "${clients[@]}"; do
-  declare -A rate
-  for mode in backend worker; do
-    before=$(last_id)
-    passes_before=$(psql -X -At -d "$db" -c "SELECT passes || ' ' || rows_carried FROM kvg_engine_worker()")
-    read -r tok sec < <(run "$mode" "$n")
-    after=$(last_id)
-    outputs "$before" "$after" >"$dir/out.$mode"
-    rate[$mode]=$(awk "BEGIN { print $tok / $sec }")
-    if [ "$mode" = worker ]; then
-      read -r p0 r0 <<<"$passes_before"
-      read -r p1 r1 < <(psql -X -At -d "$db" -c "SELECT passes || ' ' || rows_carried FROM kvg_engine_worker()")
-      per_pass=$(awk "BEGIN { print ($r1 - $r0) / ($p1 - $p0) }")
-    fi
+  declare -A rates=([backend]= [worker]=)
+  same=yes rows=0 passes=0
+  for ((round = 1; round <= rounds; ++round)); do
+    for mode in backend worker; do
+      before=$(last_id)
+      read -r p0 r0 < <(psql -X -At -d "$db" -c "SELECT passes || ' ' || rows_carried FROM kvg_engine_worker()")
+      read -r tok sec < <(run "$mode" "$n")
+      after=$(last_id)
+      outputs "$before" "$after" >"$dir/out.$mode"
+      rates[$mode]+=" $(awk "BEGIN { print $tok / $sec }")"
+      if [ "$mode" = worker ]; then
+        read -r p1 r1 < <(psql -X -At -d "$db" -c "SELECT passes || ' ' || rows_carried FROM kvg_engine_worker()")
+        passes=$((passes + p1 - p0)) rows=$((rows + r1 - r0))
+      fi
+    done
+    cmp -s "$dir/out.backend" "$dir/out.worker" || same=NO
   done
-  [ -n "$single_backend" ] || single_backend=${rate[backend]}
-  same=$(cmp -s "$dir/out.backend" "$dir/out.worker" && echo yes || echo NO)
-  printf '| %d | %.1f | %.1f | %.2f | %.2f | %.1f | %s |\n' "$n" "${rate[backend]}" "${rate[worker]}" \
-    "$(awk "BEGIN { print ${rate[worker]} / ${rate[backend]} }")" "$(awk "BEGIN { print ${rate[worker]} / $single_backend }")" \
-    "$per_pass" "$same"
+  backend=$(median <<<"${rates[backend]}") worker=$(median <<<"${rates[worker]}")
+  [ -n "$single_backend" ] || single_backend=$backend
+  printf '| %d | %.1f | %.1f | %.2f | %.2f | %.1f | %s |\n' "$n" "$backend" "$worker" \
+    "$(awk "BEGIN { print $worker / $backend }")" "$(awk "BEGIN { print $worker / $single_backend }")" \
+    "$(awk "BEGIN { print $rows / $passes }")" "$same"
+  [ "$rounds" -eq 1 ] || echo "  ($n clients, each round: backend${rates[backend]}; worker${rates[worker]})" >&2
 done
