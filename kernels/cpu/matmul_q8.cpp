@@ -27,15 +27,16 @@ bool cpu_has_avx512_vnni() {
 
 struct Kernel {
   detail::MatmulQ8BlockFn fn;
-  int lanes;   // tokens per panel (0: no panels)
-  int offset;  // panel byte = q + offset
+  int lanes;        // tokens per panel (0: no panels)
+  int offset;       // panel byte = q + offset
+  bool row_pairs;   // runs q8_pair_path's token counts on 8-lane panels of q
 };
 
 Kernel kernel_for(Isa isa) {
   static const bool vnni = cpu_has_avx512_vnni();
-  if (isa == Isa::Avx512 && vnni) return {detail::matmul_q8_block_avx512, 16, 128};
-  if (isa == Isa::Avx512 || isa == Isa::Avx2) return {detail::matmul_q8_block_avx2, 8, 0};
-  return {detail::matmul_q8_block_scalar, 0, 0};
+  if (isa == Isa::Avx512 && vnni) return {detail::matmul_q8_block_avx512, 16, 128, true};
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) return {detail::matmul_q8_block_avx2, 8, 0, false};
+  return {detail::matmul_q8_block_scalar, 0, 0, false};
 }
 
 // Rows per task: a multiple of the kernels' row groups (4), enough to amortise
@@ -67,7 +68,7 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
   quantize_activations(x, x_stride, n_tokens, w.cols, block, pool, acts);
   const Kernel kernel = kernel_for(isa);
   panels.lanes = 0;
-  if (kernel.fn == detail::matmul_q8_block_avx512 && detail::q8_pair_path(w.type, n_tokens))
+  if (kernel.row_pairs && detail::q8_pair_path(w.type, n_tokens))
     build_q8_panels(acts, detail::kQ8PairLanes, 0, panels);
   else if (kernel.lanes > 0 && !detail::q8_decode_path(w.type, n_tokens))
     build_q8_panels(acts, kernel.lanes, detail::q8_unsigned_weights(w.type) ? 0 : kernel.offset, panels);
