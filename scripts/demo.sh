@@ -64,8 +64,9 @@ phase 6 "The manifest re-checked without the engine (scripts/kvg-manifest-check.
 python3 "$repo/scripts/kvg-manifest-check.py" "$manifest"
 
 phase 7 "The flywheel measured on a model that reads (kvg eval, tests/data/models/digit-rule-reader.gguf)"
-# Cold vs recurring vs transfer on 200 questions of a seed the model never saw,
-# half of them of rule families it was never trained on (docs/flywheel.md).
+# Cold vs recurring vs transfer on 200 questions of a seed the model never saw:
+# half of them of rules it was never trained on, half of rules it learned,
+# under the family name it learned or under one it never saw (docs/flywheel.md).
 "$repo/build/cli/kvg" eval --model "$repo/tests/data/models/digit-rule-reader.gguf" --generator digit-rule \
   --seed 2026 --count 200 --template $'{solution}\n{question}' 2>/dev/null
 

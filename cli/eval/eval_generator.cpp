@@ -2,11 +2,18 @@
 // with a in {1,3,7,9} and b in 0..9 (40 rules). A question names a family and
 // four distinct digits ("K27 4192?"); the answer is f of each digit ("A8536").
 // The worked solution restates the question, states the rule and every step
-// ("K27 4192:a7b3|4*7=28+3=31>1|...|A1...", 75 characters), so it is long and the model that reads must decode it all when it solves a
-// question cold, while a verified solution of the same question in context
-// lets it answer in 6 tokens, and one of a related question (same family,
-// other digits) tells it the rule. Eight rules are never used in training:
-// on those a model cannot know the rule cold, only read it from context.
+// ("K27 4192:a7b3|4*7=28+3=31>1|...|A1...", 75 characters), so it is long and
+// the model that reads must decode it all when it solves a question cold,
+// while a verified solution of the same question in context lets it answer
+// in 6 tokens, and one of a related question (same family, other digits)
+// tells it the rule.
+//
+// What a model can know cold: every rule goes by two family names. Training
+// sets use only the first name (K10..K49) of 32 rules, so a model can learn
+// those families' rules. Evaluation sets are half questions of those 32 rules
+// ("seen" kinds: under either name, so cold succeeds where the name is one the
+// model learned and fails where it is not) and half of the 8 rules training
+// never uses ("unseen": cold can only guess the rule).
 #include "cli/eval/eval_generator.hpp"
 
 #include <array>
@@ -59,15 +66,21 @@ bool unseen(int rule) {
   return false;
 }
 
-// The family's name hides its rule: codes 10..49, a fixed bijection.
-std::string family_name(int rule) { return "K" + std::to_string(10 + (rule * 17 + 5) % kRules); }
+// The family's name hides its rule: a fixed bijection per alias, the first
+// onto K10..K49 (the only names training sets use), the second onto K50..K89
+// (names no training set holds; tools/train-reader/train.py gives them only
+// to renamed rows, each with another rule, so no name there recalls a rule).
+std::string family_name(int rule, int alias) {
+  return alias == 0 ? "K" + std::to_string(10 + (rule * 17 + 5) % kRules)
+                    : "K" + std::to_string(50 + (rule * 13 + 7) % kRules);
+}
 
 std::string two_digits(int v) { return std::string(1, char('0' + v / 10)) + char('0' + v % 10); }
 
-EvalItem digit_rule_item(int rule, const std::array<int, 4>& digits) {
+EvalItem digit_rule_item(int rule, int alias, const std::array<int, 4>& digits) {
   const int a = kMultipliers[size_t(rule / 10)], b = rule % 10;
   EvalItem item;
-  item.family = family_name(rule);
+  item.family = family_name(rule, alias);
   item.kind = unseen(rule) ? "unseen" : "seen";
   item.question = item.family + " ";
   for (const int d : digits) item.question += char('0' + d);
@@ -110,6 +123,8 @@ std::vector<EvalItem> digit_rule(uint64_t seed, int64_t count, GeneratorSplit sp
     const bool pick_unseen = split == GeneratorSplit::Evaluation && rng.below(2) == 1;
     const std::vector<int>& rules = pick_unseen ? unseen_rules : seen_rules;
     const int rule = rules[rng.below(rules.size())];
+    // Evaluation sets name a family by either alias; training sets by the first.
+    const int alias = split == GeneratorSplit::Evaluation ? int(rng.below(2)) : 0;
     std::array<int, 10> pool = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     std::array<int, 4> digits{};
     for (int i = 0; i < 4; ++i) {
@@ -117,8 +132,11 @@ std::vector<EvalItem> digit_rule(uint64_t seed, int64_t count, GeneratorSplit sp
       std::swap(pool[size_t(i)], pool[j]);
       digits[size_t(i)] = pool[size_t(i)];
     }
-    EvalItem item = digit_rule_item(rule, digits);
-    const bool training = fnv1a(item.question) % kTrainingShare == 0;
+    EvalItem item = digit_rule_item(rule, alias, digits);
+    // The split hashes the question under the rule's first name, so a
+    // question reserved for training is reserved under both names.
+    const std::string canonical = alias == 0 ? item.question : digit_rule_item(rule, 0, digits).question;
+    const bool training = fnv1a(canonical) % kTrainingShare == 0;
     if (training != (split == GeneratorSplit::Training)) continue;
     const bool by_digits = split == GeneratorSplit::Evaluation;
     if (!taken.insert(by_digits ? item.question.substr(item.family.size() + 1, 4) : item.question).second) continue;

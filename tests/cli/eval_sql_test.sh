@@ -4,21 +4,25 @@
 # questions, and decoded, prefilled and grafted tokens per answer, and the
 # FLOPs estimate, per phase and per kind (the times differ: the server does
 # more per answer). Needs a running cluster with kvg (scripts/pg-test.sh
-# runs it) and an empty database DB. Usage: eval_sql_test.sh KVG DATA_DIR DB
+# runs it) and an empty database DB. Usage:
+#   eval_sql_test.sh KVG DATA_DIR DB [SEED COUNT]
+# (default: 40 questions of seed 3; half of them are the learning part).
 set -u
 kvg=$1
 data=$2
 db=$3
+seed=${4:-3}
+count=${5:-40}
 reader=$data/models/digit-rule-reader.gguf
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 layout=$'{solution}\n{question}'
-"$kvg" eval --generator digit-rule --seed 3 --count 40 --dump "$tmp/q.jsonl" || exit 1
+"$kvg" eval --generator digit-rule --seed "$seed" --count "$count" --dump "$tmp/q.jsonl" || exit 1
 chmod 644 "$tmp/q.jsonl"
-"$kvg" eval --model "$reader" --generator digit-rule --seed 3 --count 40 --learn 20 --template "$layout" \
+"$kvg" eval --model "$reader" --generator digit-rule --seed "$seed" --count "$count" --learn $((count / 2)) --template "$layout" \
   --check 2 --json >"$tmp/cli.json" || exit 1
-psql -X -At -d "$db" -v model="$reader" -v questions="$tmp/q.jsonl" -v learn=20 -v template="$layout" \
+psql -X -At -d "$db" -v model="$reader" -v questions="$tmp/q.jsonl" -v learn=$((count / 2)) -v template="$layout" \
   -v max_tokens=96 -f "$(dirname "$0")/../../scripts/eval.sql" >"$tmp/sql.json" || exit 1
 python3 - "$tmp/cli.json" "$tmp/sql.json" <<'PY'
 import json, sys

@@ -74,18 +74,21 @@ def digits(item):
     return item["question"].split(" ")[1][:4]
 
 
-# Family names no evaluation set uses (the generator's are K10..K49). A row
-# whose family is renamed to one of these holds a rule the model cannot
-# recall from the name, as on the unseen kinds: it must read the rule from
-# the solution in context, and tell the same question from another one by
-# its digits alone, whatever the name.
+# Family names training sets never use (theirs are K10..K49). A row whose
+# family is renamed to one of these holds a rule the model cannot recall from
+# the name, as on the unseen kinds: it must read the rule from the solution in
+# context, and tell the same question from another one by its digits alone,
+# whatever the name. Evaluation sets call every rule by a second name,
+# K50..K89 (cli/eval/eval_generator.cpp): in training those names occur only
+# here, each row with another rule, so none of them recalls a rule.
 FRESH_NAMES = [f"K{n:02d}" for n in list(range(0, 10)) + list(range(50, 100))]
 
 
 def renamed(item, name):
     fam = item["family"]
+    # The solution names its family once, where it restates the question.
     return dict(item, family=name, question=name + item["question"][len(fam):],
-                solution=name + item["solution"][len(fam):])
+                solution=item["solution"].replace(fam + " ", name + " "))
 
 
 # ---------------------------------------------------------------- the model
