@@ -104,8 +104,8 @@ sys.exit(0 if ok else 1)"
 # 500 questions on two seeds, are in docs/flywheel.md). With two names per
 # rule a set of 200 leaves about half the held-out questions a deposited
 # entry of their family, enough for transfer to show. These hold for the
-# vendored model; they are not the issue's targets (its recurring answers
-# take a ninth of cold's tokens, not a tenth: docs/flywheel.md).
+# vendored model and failed for the one before it (its recurring answers
+# took a ninth of cold's tokens).
 reader_eval() {
   "$kvg" eval --model "$reader" --generator digit-rule --seed 99 --count 200 --template "$layout" --check 4 --json \
     >"$tmp/reader.json"
@@ -121,11 +121,21 @@ check "its figures: recurring grafts all but one prompt token, cold decodes the 
   and d['cold']['decode_tokens_mean'] >= 75
   and d['cold']['by_kind']['unseen']['accuracy'] <= 0.25
   and d['cold']['by_kind']['unseen']['accuracy'] + 0.25 <= d['cold']['by_kind']['seen']['accuracy'] <= 0.75"
-check "it reads: every recurring answer right in an eighth of cold's tokens; a related entry's solution beats cold on both kinds" \
+check "it reads: every recurring answer right in a tenth of cold's tokens; a related entry's solution beats cold on both kinds" \
   json "$tmp/reader.json" "
-  d['recurring']['accuracy'] == 1 and d['recurring']['decode_tokens_mean'] * 8 <= d['cold']['decode_tokens_mean']
+  d['recurring']['accuracy'] == 1 and d['recurring']['decode_tokens_mean'] * 10 <= d['cold']['decode_tokens_mean']
   and d['transfer']['by_kind']['unseen']['accuracy'] >= d['cold']['by_kind']['unseen']['accuracy'] + 0.5
   and d['transfer']['by_kind']['seen']['accuracy'] > d['cold']['by_kind']['seen']['accuracy']"
+
+# The reader's first answer token, counted by the trainer's own check
+# (tools/train-reader/first_token.py, no PyTorch): given the question's own
+# solution it begins the short answer; given the solution of a question one
+# digit away it often begins the short answer too (docs/flywheel.md: its
+# weakness), which the check must count, not hide.
+check "first_token.py counts the reader's recurring and one-digit-off first tokens" bash -c "
+  python3 '$(dirname "$0")/../../tools/train-reader/first_token.py' --kvg '$kvg' --model '$reader' --seed 99 --count 40 \
+    >'$tmp/first.json' &&
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d[\"questions\"] == 40 and d[\"recurring_begins_worked_solution\"] <= 2 and 10 <= d[\"near_context_answers_short\"] <= 40 else 1)' '$tmp/first.json'"
 
 echo "eval_test: $passed passed, $failed failed"
 [ "$failed" = 0 ]

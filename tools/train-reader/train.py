@@ -29,7 +29,6 @@ python3-torch; libopenblas0-pthread makes it several times faster).
 Usage: tools/train-reader/train.py --kvg build/cli/kvg --out reader.gguf
 """
 import argparse
-import json
 import math
 import os
 import random
@@ -43,35 +42,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_writer import write_gguf, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY  # noqa: E402
-
-TEMPLATE_MIDDLE = "\n"  # "{solution}\n{question}": the text between the placeholders
-END = "\n"              # an answer is one line (engine/answer_line.hpp)
-SPECIALS = ["<unk>", "<s>", "</s>"]
-CHARS = "\n ?:*+=>|0123456789AKab"
-BOS = 1
+from reader_data import BOS, CHARS, END, SPECIALS, TEMPLATE_MIDDLE, digits, encode, generate  # noqa: E402
 
 
 def piece(c):
     return "\u2581" if c == " " else c
-
-
-ID = {c: i + len(SPECIALS) for i, c in enumerate(CHARS)}
-
-
-def encode(text):
-    return [ID[c] for c in text]
-
-
-def generate(kvg, seed, count, training):
-    cmd = [kvg, "eval", "--generator", "digit-rule", "--seed", str(seed), "--count", str(count), "--dump", "-"]
-    if training:
-        cmd.append("--training-split")
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
-
-
-def digits(item):
-    return item["question"].split(" ")[1][:4]
 
 
 # Family names training sets never use (theirs are K10..K49). A row whose
