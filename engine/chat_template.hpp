@@ -9,7 +9,7 @@
 // names its own by its markers (<|im_start|>, <|start_header_id|>,
 // <start_of_turn>, <|user|>, [INST]).
 // kvg recognises those and lays them out in C++, checked token by token
-// against the layouts the real templates produce (tests/test_chat_template.cpp
+// against the layouts the real templates produce (tests/engine/test_chat_template.cpp
 // with the templates under tests/data/chat-templates/). What a template does
 // beyond its format's layout (Llama 3.1+'s date preamble, tool calls) is not
 // reproduced.

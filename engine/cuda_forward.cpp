@@ -31,10 +31,17 @@
 
 namespace kvg {
 
-// Every step of a plan runs here: a new entry of LayerPlan or ForwardPlan
-// changes their size and stops the build until it runs here too.
-static_assert(sizeof(LayerPlan) == 32 && sizeof(ForwardPlan) == 152,
-              "a new plan entry (engine/layer_plan.hpp): run it in the CUDA executor");
+// Every step of a plan runs here, and these name each entry run: a new
+// entry of LayerPlan or ForwardPlan stops the build until it runs here too
+// and is named here (engine/layer_plan.hpp, runs_every_entry).
+static_assert(runs_every_entry<LayerPlan, &LayerPlan::qkv_bias, &LayerPlan::qk_norm, &LayerPlan::local_rope,
+                               &LayerPlan::window, &LayerPlan::attn_softcap, &LayerPlan::out_bias,
+                               &LayerPlan::post_norms, &LayerPlan::ffn>,
+              "a new LayerPlan entry (engine/layer_plan.hpp): run it in the CUDA executor, then name it here");
+static_assert(runs_every_entry<ForwardPlan, &ForwardPlan::embed_scale, &ForwardPlan::norm, &ForwardPlan::norm_eps,
+                               &ForwardPlan::rope_style, &ForwardPlan::rope, &ForwardPlan::rope_local,
+                               &ForwardPlan::attn_scale, &ForwardPlan::layers, &ForwardPlan::final_softcap>,
+              "a new ForwardPlan entry (engine/layer_plan.hpp): run it in the CUDA executor, then name it here");
 
 namespace {
 
@@ -83,11 +90,27 @@ struct DeviceWeights {
     output_norm = floats(model.output_norm());
     output_norm_b = floats(model.output_norm_bias());
     for (const LayerWeights& l : model.layers())
-      layers.push_back(Layer{matrix(l.wq), matrix(l.wk), matrix(l.wv), matrix(l.wo), matrix(l.w_gate),
-                             matrix(l.w_up), matrix(l.w_down), floats(l.attn_norm), floats(l.ffn_norm),
-                             floats(l.bq), floats(l.bk), floats(l.bv), floats(l.q_norm), floats(l.k_norm),
-                             floats(l.attn_post_norm), floats(l.ffn_post_norm), floats(l.attn_norm_b),
-                             floats(l.ffn_norm_b), floats(l.bo), floats(l.b_up), floats(l.b_down)});
+      layers.push_back(Layer{.wq = matrix(l.wq),
+                             .wk = matrix(l.wk),
+                             .wv = matrix(l.wv),
+                             .wo = matrix(l.wo),
+                             .w_gate = matrix(l.w_gate),
+                             .w_up = matrix(l.w_up),
+                             .w_down = matrix(l.w_down),
+                             .attn_norm = floats(l.attn_norm),
+                             .ffn_norm = floats(l.ffn_norm),
+                             .bq = floats(l.bq),
+                             .bk = floats(l.bk),
+                             .bv = floats(l.bv),
+                             .q_norm = floats(l.q_norm),
+                             .k_norm = floats(l.k_norm),
+                             .attn_post_norm = floats(l.attn_post_norm),
+                             .ffn_post_norm = floats(l.ffn_post_norm),
+                             .attn_norm_b = floats(l.attn_norm_b),
+                             .ffn_norm_b = floats(l.ffn_norm_b),
+                             .bo = floats(l.bo),
+                             .b_up = floats(l.b_up),
+                             .b_down = floats(l.b_down)});
     stream.synchronize();  // complete before any other stream reads them
   }
 

@@ -18,10 +18,17 @@
 
 namespace kvg {
 
-// Every step of a plan runs here: a new entry of LayerPlan or ForwardPlan
-// changes their size and stops the build until it runs here too.
-static_assert(sizeof(LayerPlan) == 32 && sizeof(ForwardPlan) == 152,
-              "a new plan entry (engine/layer_plan.hpp): run it in the CPU executor");
+// Every step of a plan runs here, and these name each entry run: a new
+// entry of LayerPlan or ForwardPlan stops the build until it runs here too
+// and is named here (engine/layer_plan.hpp, runs_every_entry).
+static_assert(runs_every_entry<LayerPlan, &LayerPlan::qkv_bias, &LayerPlan::qk_norm, &LayerPlan::local_rope,
+                               &LayerPlan::window, &LayerPlan::attn_softcap, &LayerPlan::out_bias,
+                               &LayerPlan::post_norms, &LayerPlan::ffn>,
+              "a new LayerPlan entry (engine/layer_plan.hpp): run it in the CPU executor, then name it here");
+static_assert(runs_every_entry<ForwardPlan, &ForwardPlan::embed_scale, &ForwardPlan::norm, &ForwardPlan::norm_eps,
+                               &ForwardPlan::rope_style, &ForwardPlan::rope, &ForwardPlan::rope_local,
+                               &ForwardPlan::attn_scale, &ForwardPlan::layers, &ForwardPlan::final_softcap>,
+              "a new ForwardPlan entry (engine/layer_plan.hpp): run it in the CPU executor, then name it here");
 
 // Activation buffers for one forward call, reused across calls.
 struct Session::Scratch {
@@ -60,6 +67,8 @@ struct Session::Scratch {
       floats += b->capacity();
     return floats * sizeof(float);
   }
+
+  class Pass;  // the executor's steps, below
 };
 
 // A backend makes a Session per SQL call, and a first call's buffers come
@@ -81,117 +90,103 @@ void Session::ScratchRelease::operator()(Scratch* scratch) const {
   if (finished->bytes() <= kSpareScratchBytes && (!kept || kept->bytes() < finished->bytes())) kept = std::move(finished);
 }
 
-// This session (the lead) runs the pass with its pool and buffers; every
-// part's rows go through each matrix product together, and each row is
-// attended over its own session's cache at its own position. Every step is
-// row-independent, so a part's bits are those of its session alone.
-void Session::forward_cpu(std::span<const ForwardRequest> parts) {
-  const ModelConfig& c = model_->config();  // the shapes; what is computed is the plan's
-  const ForwardPlan& plan = model_->plan();
-  const Isa isa = options_.isa;
-  const int64_t q_width = int64_t(c.n_head) * c.head_dim;
-  const int64_t kv_width = c.kv_row_floats();
-  const int group = c.n_head / c.n_head_kv;
-  if (!scratch_) scratch_.reset(ScratchRelease::spare() ? ScratchRelease::spare().release() : new Scratch());
-  Scratch& s = *scratch_;
-  // Rows in order of the parts; each row's session, position and token.
-  s.row_part.clear();
-  s.row_position.clear();
-  s.row_token.clear();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    Session& part = *parts[i].session;
-    const int64_t p0 = part.n_past();
-    part.cache_.reserve(p0 + int64_t(parts[i].tokens.size()));
-    for (size_t j = 0; j < parts[i].tokens.size(); ++j) {
-      s.row_part.push_back(int32_t(i));
-      s.row_position.push_back(p0 + int64_t(j));
-      s.row_token.push_back(parts[i].tokens[j]);
-    }
+// One pass of the CPU executor over a batch's rows: the steps, in their
+// order, of Session::forward_cpu. Nested in Scratch, so in Session: it
+// reaches every part's KV cache and the lead's norms.
+class Session::Scratch::Pass {
+ public:
+  Pass(Session& lead, std::span<const ForwardRequest> parts)
+      : lead_(lead), parts_(parts), c(lead.model_->config()), plan(lead.model_->plan()), isa(lead.options_.isa),
+        s(*lead.scratch_), n(gather_rows(parts, s)) {
+    s.fit(c, n);
   }
-  const int64_t n = int64_t(s.row_token.size());
-  s.fit(c, n);
-  auto cache_of = [&](int64_t t) -> KvCache& { return parts[size_t(s.row_part[size_t(t)])].session->cache_; };
-  // Every product with a weight matrix goes through here, so the recipe's
-  // arithmetic is chosen in one place: q8-portable-v1 quantizes activations
-  // against block-quantized matrices (matmul_q8 itself computes F32/F16/BF16
-  // matrices as matmul does).
-  const bool q8 = options_.recipe.arithmetic == Arithmetic::Q8;
-  auto weight_product = [&](const WeightMatrix& m, const float* in, int64_t in_stride, int64_t tokens, float* out,
-                            int64_t out_stride) {
-    if (q8)
-      matmul_q8(m, in, in_stride, tokens, out, out_stride, pool_, isa);
-    else
-      matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
-  };
 
-  // Row-wise steps run token by token, spread over the pool in groups: a
-  // token's row is its own, so the grouping changes no bit. A decode step's
-  // one token runs inline.
-  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * pool_.size() - 1) / (4 * pool_.size()));
-  auto each_token = [&](auto&& step) {
-    pool_.run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
-      const int64_t begin = int64_t(task) * tokens_per_task;
-      for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
+  // Each row's token embedding and its rotation angles.
+  void embed() {
+    const bool local_table = std::any_of(plan.layers.begin(), plan.layers.begin() + c.n_layer,
+                                         [](const LayerPlan& step) { return step.local_rope; });
+    each_token([&](int64_t t) {
+      float* x = &s.x[size_t(t * c.n_embd)];
+      dequantize_row(lead_.model_->token_embedding(), s.row_token[size_t(t)], x);
+      if (plan.embed_scale > 0) scale_inplace(x, plan.embed_scale, c.n_embd);
+      // Once per forward, not per layer: every layer rotates a token alike.
+      const int64_t position = s.row_position[size_t(t)];
+      lead_.rope_.angles(position, &s.cos[size_t(t * pairs)], &s.sin[size_t(t * pairs)]);
+      if (local_table)
+        lead_.rope_local_.angles(position, &s.cos_local[size_t(t * pairs)], &s.sin_local[size_t(t * pairs)]);
     });
-  };
-  const int pairs = c.rope_dim / 2;
-  const bool local_table = std::any_of(plan.layers.begin(), plan.layers.begin() + c.n_layer,
-                                       [](const LayerPlan& step) { return step.local_rope; });
-  each_token([&](int64_t t) {
-    float* x = &s.x[size_t(t * c.n_embd)];
-    dequantize_row(model_->token_embedding(), s.row_token[size_t(t)], x);
-    if (plan.embed_scale > 0) scale_inplace(x, plan.embed_scale, c.n_embd);
-    // Once per forward, not per layer: every layer rotates a token alike.
-    const int64_t position = s.row_position[size_t(t)];
-    rope_.angles(position, &s.cos[size_t(t * pairs)], &s.sin[size_t(t * pairs)]);
-    if (local_table) rope_local_.angles(position, &s.cos_local[size_t(t * pairs)], &s.sin_local[size_t(t * pairs)]);
-  });
+  }
 
-  const KvRowRounding kv_rounding = kv_rounding_of(options_.recipe.kv);
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& w = model_->layers()[size_t(l)];
+  void layer(int l) {
+    const LayerWeights& w = lead_.model_->layers()[size_t(l)];
     const LayerPlan& step = plan.layers[size_t(l)];
-    const float* cos = step.local_rope ? s.cos_local.data() : s.cos.data();
-    const float* sin = step.local_rope ? s.sin_local.data() : s.sin.data();
-    const AttentionExtras extras{step.window, step.attn_softcap};
-    // Attention block.
-    each_token([&](int64_t t) { norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa); });
+    attention(l, w, step);
+    // The attention output joins the residual, and the FFN's norm is taken,
+    // in one pass over the tokens.
+    each_token([&](int64_t t) {
+      if (step.out_bias) add_inplace(&s.proj[size_t(t * c.n_embd)], w.bo.data(), c.n_embd);
+      lead_.add_residual(step.post_norms ? &w.attn_post_norm : nullptr, t, isa);
+      // Feed-forward block.
+      lead_.norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    });
+    feed_forward(w, step);
+    // The file truncated under the call: this layer read zeros, stop here.
+    lead_.model_->check_weights_intact();
+    for (const ForwardRequest& part : parts_)
+      if (part.session->mapped_) part.session->mapped_->check_intact();
+  }
+
+  // The output norm and head for the rows whose logits are asked for.
+  void logits() {
+    const int64_t out_rows = gather_logits_rows();
+    if (out_rows == 0) return;
+    lead_.pool_.run(size_t(out_rows), [&](size_t k) {
+      lead_.norm_row(&s.x[size_t(s.logits_rows[k] * c.n_embd)], lead_.model_->output_norm(),
+                     lead_.model_->output_norm_bias(), &s.xn[k * size_t(c.n_embd)], isa);
+    });
+    // A part alone receives its logits in place; a batch's are split after.
+    const bool alone = parts_.size() == 1;
+    std::vector<float>& out = alone ? *parts_[0].logits : s.logits;
+    out.resize(size_t(out_rows * c.n_vocab));
+    weight_product(lead_.model_->output(), s.xn.data(), c.n_embd, out_rows, out.data(), c.n_vocab);
+    if (plan.final_softcap > 0.0f) softcap_inplace(out.data(), plan.final_softcap, out_rows * c.n_vocab);
+    lead_.model_->check_weights_intact();
+    if (!alone) split_logits(out);
+  }
+
+ private:
+  // Rows in order of the parts; each row's session, position and token.
+  // Returns the number of rows.
+  static int64_t gather_rows(std::span<const ForwardRequest> parts, Scratch& s) {
+    s.row_part.clear();
+    s.row_position.clear();
+    s.row_token.clear();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Session& part = *parts[i].session;
+      const int64_t p0 = part.n_past();
+      part.cache_.reserve(p0 + int64_t(parts[i].tokens.size()));
+      for (size_t j = 0; j < parts[i].tokens.size(); ++j) {
+        s.row_part.push_back(int32_t(i));
+        s.row_position.push_back(p0 + int64_t(j));
+        s.row_token.push_back(parts[i].tokens[j]);
+      }
+    }
+    return int64_t(s.row_token.size());
+  }
+
+  // The attention block up to its output projection (in proj); K and V
+  // also land in each row's cache.
+  void attention(int l, const LayerWeights& w, const LayerPlan& step) {
+    each_token([&](int64_t t) {
+      lead_.norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
+    });
     weight_product(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width);
     weight_product(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width);
     weight_product(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width);
-    each_token([&](int64_t t) {
-      float* q = &s.q[size_t(t * q_width)];
-      float* k = &s.k[size_t(t * kv_width)];
-      float* v = &s.v[size_t(t * kv_width)];
-      if (step.qkv_bias) {
-        add_inplace(q, w.bq.data(), q_width);
-        add_inplace(k, w.bk.data(), kv_width);
-        add_inplace(v, w.bv.data(), kv_width);
-      }
-      if (step.qk_norm) {  // each head's q and k normalised on their own, before rotation
-        for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * c.head_dim, w.q_norm.data(), c.head_dim, plan.norm_eps, q + h * c.head_dim, isa);
-        for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * c.head_dim, w.k_norm.data(), c.head_dim, plan.norm_eps, k + h * c.head_dim, isa);
-      }
-      apply_rope(q, c.n_head, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
-      apply_rope(k, c.n_head_kv, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
-      // Under a compact KV storage the cache holds the rounded rows and
-      // attention reads them, so a graft of them is exact (engine/kv_storage.hpp).
-      float* k_row = cache_of(t).k(l, s.row_position[size_t(t)]);
-      float* v_row = cache_of(t).v(l, s.row_position[size_t(t)]);
-      std::copy_n(k, kv_width, k_row);
-      std::copy_n(v, kv_width, v_row);
-      round_kv_rows(kv_rounding, k_row, c.n_head_kv, c.head_dim);
-      round_kv_rows(kv_rounding, v_row, c.n_head_kv, c.head_dim);
-    });
-    s.part_kv.clear();
-    for (const ForwardRequest& part : parts) {
-      KvCache& cache = part.session->cache_;
-      const MappedKv* mapped = part.session->mapped_.get();
-      const int64_t held = cache.first_position();  // positions before it are mapped
-      s.part_kv.push_back(KvLayout{cache.k(l, held), cache.v(l, held), kv_width, 0,
-                                   mapped ? mapped->layer(l) : std::span<const KvSegment>()});
-    }
-    pool_.run(size_t(n * c.n_head), [&](size_t task) {
+    each_token([&](int64_t t) { finish_qkv(l, w, step, t); });
+    lay_out_part_kv(l);
+    const AttentionExtras extras{step.window, step.attn_softcap};
+    lead_.pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
       KvLayout head_kv = s.part_kv[size_t(s.row_part[size_t(t)])];
@@ -201,12 +196,53 @@ void Session::forward_cpu(std::span<const ForwardRequest> parts) {
                      isa, extras);
     });
     weight_product(w.wo, s.attn.data(), q_width, n, s.proj.data(), c.n_embd);
-    each_token([&](int64_t t) {
-      if (step.out_bias) add_inplace(&s.proj[size_t(t * c.n_embd)], w.bo.data(), c.n_embd);
-      add_residual(step.post_norms ? &w.attn_post_norm : nullptr, t, isa);
-      // Feed-forward block.
-      norm_row(&s.x[size_t(t * c.n_embd)], w.ffn_norm, w.ffn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
-    });
+  }
+
+  // Token t's q, k and v after their products: biases, q/k norms, rotation;
+  // then k and v are stored in its cache.
+  void finish_qkv(int l, const LayerWeights& w, const LayerPlan& step, int64_t t) {
+    const float* cos = step.local_rope ? s.cos_local.data() : s.cos.data();
+    const float* sin = step.local_rope ? s.sin_local.data() : s.sin.data();
+    float* q = &s.q[size_t(t * q_width)];
+    float* k = &s.k[size_t(t * kv_width)];
+    float* v = &s.v[size_t(t * kv_width)];
+    if (step.qkv_bias) {
+      add_inplace(q, w.bq.data(), q_width);
+      add_inplace(k, w.bk.data(), kv_width);
+      add_inplace(v, w.bv.data(), kv_width);
+    }
+    if (step.qk_norm) {  // each head's q and k normalised on their own, before rotation
+      for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * c.head_dim, w.q_norm.data(), c.head_dim, plan.norm_eps, q + h * c.head_dim, isa);
+      for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * c.head_dim, w.k_norm.data(), c.head_dim, plan.norm_eps, k + h * c.head_dim, isa);
+    }
+    apply_rope(q, c.n_head, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
+    apply_rope(k, c.n_head_kv, c.head_dim, plan.rope.dim, cos + t * pairs, sin + t * pairs, plan.rope_style);
+    // Under a compact KV storage the cache holds the rounded rows and
+    // attention reads them, so a graft of them is exact (engine/kv_storage.hpp).
+    KvCache& cache = parts_[size_t(s.row_part[size_t(t)])].session->cache_;
+    float* k_row = cache.k(l, s.row_position[size_t(t)]);
+    float* v_row = cache.v(l, s.row_position[size_t(t)]);
+    std::copy_n(k, kv_width, k_row);
+    std::copy_n(v, kv_width, v_row);
+    round_kv_rows(kv_rounding, k_row, c.n_head_kv, c.head_dim);
+    round_kv_rows(kv_rounding, v_row, c.n_head_kv, c.head_dim);
+  }
+
+  // Each part's KV in layer l: its cache from the first position it holds,
+  // and the mapped segments before that.
+  void lay_out_part_kv(int l) {
+    s.part_kv.clear();
+    for (const ForwardRequest& part : parts_) {
+      KvCache& cache = part.session->cache_;
+      const MappedKv* mapped = part.session->mapped_.get();
+      const int64_t held = cache.first_position();  // positions before it are mapped
+      s.part_kv.push_back(KvLayout{cache.k(l, held), cache.v(l, held), kv_width, 0,
+                                   mapped ? mapped->layer(l) : std::span<const KvSegment>()});
+    }
+  }
+
+  // From the normed rows in xn to the FFN's output added to the residual.
+  void feed_forward(const LayerWeights& w, const LayerPlan& step) {
     if (step.ffn == FfnKind::GeluBiased) {
       weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
       each_token([&](int64_t t) {
@@ -228,45 +264,85 @@ void Session::forward_cpu(std::span<const ForwardRequest> parts) {
     weight_product(w.w_down, s.gate.data(), c.n_ff, n, s.proj.data(), c.n_embd);
     each_token([&](int64_t t) {
       if (step.ffn == FfnKind::GeluBiased) add_inplace(&s.proj[size_t(t * c.n_embd)], w.b_down.data(), c.n_embd);
-      add_residual(step.post_norms ? &w.ffn_post_norm : nullptr, t, isa);
+      lead_.add_residual(step.post_norms ? &w.ffn_post_norm : nullptr, t, isa);
     });
-    // The file truncated under the call: this layer read zeros, stop here.
-    model_->check_weights_intact();
-    for (const ForwardRequest& part : parts)
-      if (part.session->mapped_) part.session->mapped_->check_intact();
   }
 
-  // The rows whose logits are asked for, in order of the parts, normed
-  // into xn's first rows; one product with the output matrix for them all.
-  s.logits_rows.clear();
-  int64_t row = 0;
-  for (const ForwardRequest& part : parts) {
-    const int64_t rows = int64_t(part.tokens.size());
-    if (part.logits && part.which != LogitsFor::None)
-      for (int64_t t = part.which == LogitsFor::All ? row : row + rows - 1; t < row + rows; ++t) s.logits_rows.push_back(t);
-    row += rows;
+  // The rows whose logits are asked for, in order of the parts (they are
+  // normed into xn's first rows; one product with the output matrix for
+  // them all). Returns their number.
+  int64_t gather_logits_rows() {
+    s.logits_rows.clear();
+    int64_t row = 0;
+    for (const ForwardRequest& part : parts_) {
+      const int64_t rows = int64_t(part.tokens.size());
+      if (part.logits && part.which != LogitsFor::None)
+        for (int64_t t = part.which == LogitsFor::All ? row : row + rows - 1; t < row + rows; ++t) s.logits_rows.push_back(t);
+      row += rows;
+    }
+    return int64_t(s.logits_rows.size());
   }
-  const int64_t out_rows = int64_t(s.logits_rows.size());
-  if (out_rows == 0) return;
-  pool_.run(size_t(out_rows), [&](size_t k) {
-    norm_row(&s.x[size_t(s.logits_rows[k] * c.n_embd)], model_->output_norm(), model_->output_norm_bias(),
-             &s.xn[k * size_t(c.n_embd)], isa);
-  });
-  // A part alone receives its logits in place; a batch's are split after.
-  const bool alone = parts.size() == 1;
-  std::vector<float>& out = alone ? *parts[0].logits : s.logits;
-  out.resize(size_t(out_rows * c.n_vocab));
-  weight_product(model_->output(), s.xn.data(), c.n_embd, out_rows, out.data(), c.n_vocab);
-  if (plan.final_softcap > 0.0f) softcap_inplace(out.data(), plan.final_softcap, out_rows * c.n_vocab);
-  model_->check_weights_intact();
-  if (alone) return;
-  int64_t taken = 0;
-  for (const ForwardRequest& part : parts) {
-    if (!part.logits || part.which == LogitsFor::None) continue;
-    const int64_t rows = part.which == LogitsFor::All ? int64_t(part.tokens.size()) : 1;
-    part.logits->assign(out.begin() + taken * c.n_vocab, out.begin() + (taken + rows) * c.n_vocab);
-    taken += rows;
+
+  // A batch's logits, each part's rows to its own vector.
+  void split_logits(const std::vector<float>& out) const {
+    int64_t taken = 0;
+    for (const ForwardRequest& part : parts_) {
+      if (!part.logits || part.which == LogitsFor::None) continue;
+      const int64_t rows = part.which == LogitsFor::All ? int64_t(part.tokens.size()) : 1;
+      part.logits->assign(out.begin() + taken * c.n_vocab, out.begin() + (taken + rows) * c.n_vocab);
+      taken += rows;
+    }
   }
+
+  // Every product with a weight matrix goes through here, so the recipe's
+  // arithmetic is chosen in one place: q8-portable-v1 quantizes activations
+  // against block-quantized matrices (matmul_q8 itself computes F32/F16/BF16
+  // matrices as matmul does).
+  void weight_product(const WeightMatrix& m, const float* in, int64_t in_stride, int64_t tokens, float* out,
+                      int64_t out_stride) {
+    if (q8)
+      matmul_q8(m, in, in_stride, tokens, out, out_stride, lead_.pool_, isa);
+    else
+      matmul(m, in, in_stride, tokens, out, out_stride, lead_.pool_, isa);
+  }
+
+  // Row-wise steps run token by token, spread over the pool in groups: a
+  // token's row is its own, so the grouping changes no bit. A decode step's
+  // one token runs inline.
+  template <class Step>
+  void each_token(const Step& step) {
+    lead_.pool_.run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
+      const int64_t begin = int64_t(task) * tokens_per_task;
+      for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
+    });
+  }
+
+  Session& lead_;
+  const std::span<const ForwardRequest> parts_;
+  const ModelConfig& c;  // the shapes; what is computed is the plan's
+  const ForwardPlan& plan;
+  const Isa isa;
+  Scratch& s;
+  const int64_t n;  // rows
+  const int64_t q_width = int64_t(c.n_head) * c.head_dim;
+  const int64_t kv_width = c.kv_row_floats();
+  const int group = c.n_head / c.n_head_kv;
+  const int pairs = c.rope_dim / 2;
+  const bool q8 = lead_.options_.recipe.arithmetic == Arithmetic::Q8;
+  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * lead_.pool_.size() - 1) / (4 * lead_.pool_.size()));
+  const KvRowRounding kv_rounding = kv_rounding_of(lead_.options_.recipe.kv);
+};
+
+// This session (the lead) runs the pass with its pool and buffers; every
+// part's rows go through each matrix product together, and each row is
+// attended over its own session's cache at its own position. Every step is
+// row-independent, so a part's bits are those of its session alone.
+void Session::forward_cpu(std::span<const ForwardRequest> parts) {
+  if (!scratch_) scratch_.reset(ScratchRelease::spare() ? ScratchRelease::spare().release() : new Scratch());
+  Scratch::Pass pass(*this, parts);
+  pass.embed();
+  for (int l = 0; l < model_->config().n_layer; ++l) pass.layer(l);
+  pass.logits();
 }
 
 // The block and output norms: RMSNorm, or LayerNorm with its bias.

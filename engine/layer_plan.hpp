@@ -3,15 +3,19 @@
 // executor (engine/forward.cpp) and the CUDA executor
 // (engine/cuda_forward.cpp) both walk this plan and implement primitives
 // only: neither asks which family a model is. A family is a row of
-// engine/architectures.cpp that sets ModelConfig fields; plan_for() turns
+// engine/architectures.hpp that sets ModelConfig fields; plan_for() turns
 // every field into what it means for the computation
-// (tests/test_layer_plan.cpp fails for a field that changes no plan and is
-// not a shape), and every executor runs every entry (each static_asserts the
-// plan's size, so a new entry stops the build until each runs it).
+// (tests/engine/test_layer_plan.cpp fails for a field that changes no plan
+// and is not a shape), and every executor runs every entry: each names the
+// entries it runs in a static_assert of runs_every_entry (below), so a new
+// entry stops the build until each executor runs it
+// (tests/compile_fail/ proves that it does).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/ops.hpp"
@@ -73,5 +77,38 @@ struct ForwardPlan {
 };
 
 ForwardPlan plan_for(const ModelConfig& config);
+
+// The executors' guard. An executor states
+//   static_assert(runs_every_entry<LayerPlan, &LayerPlan::qkv_bias, ...>, "...");
+// naming every entry it runs. The compiler counts the plan's members (an
+// aggregate takes one initializer per member, so it accepts as many
+// initializers as it has members and no more), which no padding can hide,
+// unlike sizeof: one more entry (a value, as every entry is) fails the
+// assertion.
+namespace plan_guard {
+
+// Converts to any member's type; only ever named in unevaluated code.
+struct AnyEntry {
+  template <class T>
+  operator T() const;
+};
+
+template <class Plan, class... Entries>
+consteval size_t entry_count() {
+  if constexpr (requires { Plan{Entries{}..., AnyEntry{}}; })
+    return entry_count<Plan, Entries..., AnyEntry>();
+  else
+    return sizeof...(Entries);
+}
+
+template <class Class, class Member>
+Class owner_of(Member Class::*);  // declared only: decltype names the class
+
+}  // namespace plan_guard
+
+template <class Plan, auto... Entries>
+inline constexpr bool runs_every_entry =
+    (std::is_same_v<decltype(plan_guard::owner_of(Entries)), Plan> && ...) &&
+    sizeof...(Entries) == plan_guard::entry_count<Plan>();
 
 }  // namespace kvg

@@ -138,10 +138,8 @@ void read_family_config(const gguf::File& file, const ArchitectureTraits& traits
   if (traits.sliding_period > 0) {
     c.sliding_period = traits.sliding_period;
     const std::optional<uint64_t> window = file.opt_uint(a + "attention.sliding_window");
-    uint64_t w = window.value_or(uint64_t(traits.default_window));
-    // Phi-3 files written before the key existed: llama.cpp's defaults.
-    if (!window && c.architecture == "phi3" && (c.n_layer == 32 || c.n_layer == 40) && c.n_ctx == 4096) w = 2047;
-    if (!window && c.architecture == "phi3" && c.n_ctx == 131072) w = uint64_t(c.n_ctx);
+    // Files written before the key existed: the window llama.cpp assumes.
+    const uint64_t w = window.value_or(uint64_t(assumed_window(traits, c.n_layer, c.n_ctx)));
     if (w == 0)
       throw Error(ErrorCode::Unsupported, "model: " + c.architecture + " without '" + a +
                                               "attention.sliding_window' (the window cannot be derived)");

@@ -38,7 +38,7 @@ class Model {
   // Loads and validates a GGUF model. Throws kvg::Error naming what is wrong.
   // `known_fingerprint`: the SHA-256 of this very file, computed by an
   // earlier load (the extension remembers it per file identity:
-  // extension/src/model_fingerprints.hpp); the bytes are then not read
+  // extension/src/model/model_fingerprints.hpp); the bytes are then not read
   // again to compute it.
   static std::shared_ptr<const Model> load(const std::string& path,
                                            const std::optional<std::array<uint8_t, 32>>& known_fingerprint = {});

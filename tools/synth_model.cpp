@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/architectures.hpp"
 #include "kernels/cpu/float16.hpp"
 #include "tools/gguf_writer.hpp"
 
@@ -227,6 +228,16 @@ void encode_q6_k(const float* x, size_t n, uint8_t* out) {
   }
 }
 
+// The family's row (engine/architectures.hpp): the generator writes what
+// the loader reads for it, so it writes every family the engine runs.
+const ArchitectureTraits& family_of(const SynthOptions& o) {
+  for (const ArchitectureTraits& traits : kArchitectures)
+    if (o.architecture == traits.name) return traits;
+  std::string known;
+  for (const ArchitectureTraits& traits : kArchitectures) known += std::string(known.empty() ? "" : ", ") + traits.name;
+  invalid("architecture '" + o.architecture + "' is not one the generator writes (" + known + ")");
+}
+
 void validate(const SynthOptions& o) {
   auto positive = [](int v, const char* name) {
     if (v <= 0) invalid(std::string(name) + " = " + std::to_string(v) + " must be positive");
@@ -247,11 +258,8 @@ void validate(const SynthOptions& o) {
   if (o.n_head % o.n_head_kv != 0)
     invalid("n_head = " + std::to_string(o.n_head) + " is not a multiple of n_head_kv = " + std::to_string(o.n_head_kv));
   if (!(o.rope_base > 0) || !std::isfinite(o.rope_base)) invalid("rope_base must be positive and finite");
-  static const std::string kWritten[] = {"llama", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "starcoder2"};
-  if (std::find(std::begin(kWritten), std::end(kWritten), o.architecture) == std::end(kWritten))
-    invalid("architecture '" + o.architecture + "' is not one the generator writes (llama, qwen2, qwen3, phi3, gemma, "
-            "gemma2, gemma3, starcoder2)");
-  if (o.llama3_rope && o.architecture != "llama") invalid("llama3_rope is a llama option");
+  if (o.llama3_rope && !family_of(o).rope_freqs)
+    invalid("llama3_rope writes rope_freqs.weight, which architecture " + o.architecture + " does not read");
   if (o.sliding_window < 0 || o.attn_softcap < 0 || o.final_softcap < 0 || o.rope_scale < 0)
     invalid("sliding_window, soft-caps and rope_scale must not be negative");
   const TensorType t = parse_type(o.type);
@@ -401,56 +409,57 @@ float synth_weight(uint64_t seed, uint64_t tensor_index, const SynthTensor& tens
 
 std::vector<SynthTensor> synth_tensors(const SynthOptions& o) {
   validate(o);
+  const ArchitectureTraits& family = family_of(o);
   auto mat_of = [&](MatrixRole role, int layer) { return matrix_type(o, role, layer); };
   const TensorType mat = mat_of(MatrixRole::Other, 0);
   const uint64_t embd = uint64_t(o.n_embd), ff = uint64_t(o.n_ff), vocab = uint64_t(o.n_vocab);
   const uint64_t kv = embd / uint64_t(o.n_head) * uint64_t(o.n_head_kv);
-  std::vector<SynthTensor> t;
-  const std::string& arch = o.architecture;
-  const bool gemma = arch.rfind("gemma", 0) == 0, phi3 = arch == "phi3", starcoder2 = arch == "starcoder2";
-  const bool qk_norm = arch == "qwen3" || arch == "gemma3", post_norms = arch == "gemma2" || arch == "gemma3";
   const uint64_t head_dim = embd / uint64_t(o.n_head);
+  // Biases are small random vectors, always f32; so are LayerNorm biases.
+  std::vector<SynthTensor> t;
+  auto bias = [&](std::string name, uint64_t n) { t.push_back({std::move(name), {n}, TensorType::F32, false}); };
+  auto norm = [&](std::string name, uint64_t n) { t.push_back({std::move(name), {n}, TensorType::F32, true}); };
   t.push_back({"token_embd.weight", {embd, vocab}, mat, false});
-  t.push_back({"output_norm.weight", {embd}, TensorType::F32, true});
-  if (starcoder2) t.push_back({"output_norm.bias", {embd}, TensorType::F32, false});
-  if (!gemma) t.push_back({"output.weight", {embd, vocab}, mat_of(MatrixRole::Output, 0), false});  // gemma ties the head to the embedding
+  norm("output_norm.weight", embd);
+  if (family.layer_norm) bias("output_norm.bias", embd);
+  if (!family.tied_head) t.push_back({"output.weight", {embd, vocab}, mat_of(MatrixRole::Output, 0), false});
   for (int l = 0; l < o.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    t.push_back({p + "attn_norm.weight", {embd}, TensorType::F32, true});
-    if (starcoder2) t.push_back({p + "attn_norm.bias", {embd}, TensorType::F32, false});
-    if (phi3) {
+    norm(p + "attn_norm.weight", embd);
+    if (family.layer_norm) bias(p + "attn_norm.bias", embd);
+    if (family.fused) {
       t.push_back({p + "attn_qkv.weight", {embd, embd + 2 * kv}, mat, false});
     } else {
       t.push_back({p + "attn_q.weight", {embd, embd}, mat, false});
       t.push_back({p + "attn_k.weight", {embd, kv}, mat, false});
       t.push_back({p + "attn_v.weight", {embd, kv}, mat_of(MatrixRole::AttnV, l), false});
     }
-    if (arch == "qwen2" || starcoder2) {  // biases: small random vectors, always f32
-      t.push_back({p + "attn_q.bias", {embd}, TensorType::F32, false});
-      t.push_back({p + "attn_k.bias", {kv}, TensorType::F32, false});
-      t.push_back({p + "attn_v.bias", {kv}, TensorType::F32, false});
+    if (family.qkv_bias) {
+      bias(p + "attn_q.bias", embd);
+      bias(p + "attn_k.bias", kv);
+      bias(p + "attn_v.bias", kv);
     }
-    if (qk_norm) {
-      t.push_back({p + "attn_q_norm.weight", {head_dim}, TensorType::F32, true});
-      t.push_back({p + "attn_k_norm.weight", {head_dim}, TensorType::F32, true});
+    if (family.qk_norm) {
+      norm(p + "attn_q_norm.weight", head_dim);
+      norm(p + "attn_k_norm.weight", head_dim);
     }
     t.push_back({p + "attn_output.weight", {embd, embd}, mat, false});
-    if (starcoder2) t.push_back({p + "attn_output.bias", {embd}, TensorType::F32, false});
-    if (post_norms) t.push_back({p + "post_attention_norm.weight", {embd}, TensorType::F32, true});
-    t.push_back({p + "ffn_norm.weight", {embd}, TensorType::F32, true});
-    if (starcoder2) {  // LayerNorm bias; an ungated FFN with biases
-      t.push_back({p + "ffn_norm.bias", {embd}, TensorType::F32, false});
+    if (family.layer_norm) bias(p + "attn_output.bias", embd);
+    if (family.post_norms) norm(p + "post_attention_norm.weight", embd);
+    norm(p + "ffn_norm.weight", embd);
+    if (family.layer_norm) {  // LayerNorm bias; an ungated FFN with biases
+      bias(p + "ffn_norm.bias", embd);
       t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
-      t.push_back({p + "ffn_up.bias", {ff}, TensorType::F32, false});
-    } else if (phi3) {
+      bias(p + "ffn_up.bias", ff);
+    } else if (family.fused) {
       t.push_back({p + "ffn_up.weight", {embd, 2 * ff}, mat, false});  // [gate; up]
     } else {
       t.push_back({p + "ffn_gate.weight", {embd, ff}, mat, false});
       t.push_back({p + "ffn_up.weight", {embd, ff}, mat, false});
     }
     t.push_back({p + "ffn_down.weight", {ff, embd}, mat_of(MatrixRole::FfnDown, l), false});
-    if (starcoder2) t.push_back({p + "ffn_down.bias", {embd}, TensorType::F32, false});
-    if (post_norms) t.push_back({p + "post_ffw_norm.weight", {embd}, TensorType::F32, true});
+    if (family.layer_norm) bias(p + "ffn_down.bias", embd);
+    if (family.post_norms) norm(p + "post_ffw_norm.weight", embd);
   }
   // Last, so that every other weight equals the plain llama model's of the same seed.
   if (o.llama3_rope) t.push_back({"rope_freqs.weight", {head_dim / 2}, TensorType::F32, false, true});
@@ -506,6 +515,7 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   if (!o.chat_template.empty() && o.chat_template != "chatml")
     invalid("chat template '" + o.chat_template + "' is not one synth writes (chatml)");
   const SynthVocab vocab = synth_vocab(o.n_vocab, !o.chat_template.empty());
+  const ArchitectureTraits& family = family_of(o);
   const TensorType mat = parse_type(o.type);
   w.add_string("general.architecture", o.architecture);
   const std::string a = o.architecture + ".";
@@ -520,17 +530,17 @@ void add_synth_metadata(gguf::Writer& w, const SynthOptions& o, const std::strin
   w.add_u32(a + "attention.head_count_kv", uint32_t(o.n_head_kv));
   w.add_u32(a + "rope.dimension_count", uint32_t(o.n_embd / o.n_head));
   w.add_f32(a + "rope.freq_base", o.rope_base);
-  w.add_f32(a + (o.architecture == "starcoder2" ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), 1e-5f);
+  w.add_f32(a + (family.layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"), 1e-5f);
   w.add_u32(a + "vocab_size", uint32_t(o.n_vocab));
   if (o.rope_scale > 1) {
     w.add_string(a + "rope.scaling.type", "linear");
     w.add_f32(a + "rope.scaling.factor", o.rope_scale);
   }
-  if (o.architecture == "phi3" || o.architecture == "gemma2" || o.architecture == "gemma3")
+  if (family.sliding_period > 0)
     w.add_u32(a + "attention.sliding_window", uint32_t(o.sliding_window > 0 ? o.sliding_window : 40));
-  if (o.architecture == "gemma2") {
-    w.add_f32(a + "attn_logit_softcapping", o.attn_softcap > 0 ? o.attn_softcap : 50.0f);
-    w.add_f32(a + "final_logit_softcapping", o.final_softcap > 0 ? o.final_softcap : 30.0f);
+  if (family.shipped_attn_softcap > 0) {  // as the family's released models: both caps
+    w.add_f32(a + "attn_logit_softcapping", o.attn_softcap > 0 ? o.attn_softcap : family.shipped_attn_softcap);
+    w.add_f32(a + "final_logit_softcapping", o.final_softcap > 0 ? o.final_softcap : family.shipped_final_softcap);
   }
   w.add_string("tokenizer.ggml.model", "llama");
   w.add_array("tokenizer.ggml.tokens", std::span<const std::string>(vocab.pieces));

@@ -82,107 +82,150 @@ struct Row {
   double kl_sum = 0, kl_max = 0, first_s = 0, reused_s = 0, positional_s = 0;
 };
 
-}  // namespace
+struct ComposeOptions {
+  std::vector<int64_t> counts;  // --blocks
+  int64_t questions = 0;
+  int answer_tokens = 0;
+  uint64_t seed = 0;
+};
 
-int cmd_bench_compose(const Args& args) {
-  const auto model = load_model(args);
-  const EngineOptions engine = engine_options(args);
-  const std::vector<int64_t> counts = parse_counts(args.opt("blocks").value_or("2,4,8"));
-  const int64_t questions = args.get_int("questions", 100);
-  const int answer_tokens = int(args.get_int("answer-tokens", 8));
-  const uint64_t seed = uint64_t(args.get_int("seed", 1));
-  if (questions < 1 || questions > 100000) throw Error(ErrorCode::InvalidArgument, "--questions must be in 1..100000");
-  if (answer_tokens < 1 || answer_tokens > 256)
+ComposeOptions compose_options(const Args& args) {
+  ComposeOptions o;
+  o.counts = parse_counts(args.opt("blocks").value_or("2,4,8"));
+  o.questions = args.get_int("questions", 100);
+  o.answer_tokens = int(args.get_int("answer-tokens", 8));
+  o.seed = uint64_t(args.get_int("seed", 1));
+  if (o.questions < 1 || o.questions > 100000) throw Error(ErrorCode::InvalidArgument, "--questions must be in 1..100000");
+  if (o.answer_tokens < 1 || o.answer_tokens > 256)
     throw Error(ErrorCode::InvalidArgument, "--answer-tokens must be in 1..256");
-  const Tokenizer& tok = model->tokenizer();
+  return o;
+}
 
-  // Every template story captured once, on its own: the library's blocks.
-  const std::vector<TemplateStory> stories = template_stories(story_name_count(), seed);
+// Every template story captured once, on its own: the library's blocks.
+struct BlockLibrary {
+  std::vector<TemplateStory> stories;
   MemoryArtifacts store;  // in memory: the cost of a store is bench-graft's subject
   std::vector<Digest> leaf;
   std::vector<std::vector<int32_t>> block_tokens;
-  for (const auto& story : stories) {
+};
+
+// Fills `lib` in place: the store's opener points into it, so it never moves.
+void capture_library(BlockLibrary& lib, const std::shared_ptr<const Model>& model, const EngineOptions& engine,
+                     uint64_t seed) {
+  lib.stories = template_stories(story_name_count(), seed);
+  for (const auto& story : lib.stories) {
     Session s(model, engine);
-    block_tokens.push_back(fresh_prompt(*model, story.text));
-    s.prefill(block_tokens.back(), 0, LogitsFor::None, nullptr);
-    leaf.push_back(store.capture_from(s, 0, s.n_past(), std::nullopt));
+    lib.block_tokens.push_back(fresh_prompt(*model, story.text));
+    s.prefill(lib.block_tokens.back(), 0, LogitsFor::None, nullptr);
+    lib.leaf.push_back(lib.store.capture_from(s, 0, s.n_past(), std::nullopt));
   }
-  const size_t n_vocab = size_t(model->config().n_vocab);
-  std::mt19937_64 rng(seed);
-  std::vector<Row> rows;
-  for (const int64_t k : counts) {
+}
+
+// Attaches stored KV to `s` with `attach`, then prefills `tokens` with every
+// position's logits, which it returns; the time of both is added to *seconds.
+// Sessions are created before, outside the timed region.
+template <class Attach>
+std::vector<float> timed_prefill(Session& s, const Attach& attach, std::span<const int32_t> tokens, double* seconds) {
+  std::vector<float> logits;
+  const double t = now_seconds();
+  attach();
+  s.prefill(tokens, 0, LogitsFor::All, &logits);
+  *seconds += now_seconds() - t;
+  return logits;
+}
+
+// KL(exact || positional) and argmax agreement at each question position.
+void add_agreement(Row& row, const std::vector<float>& exact_q, const std::vector<float>& positional_q,
+                   size_t positions, size_t n_vocab) {
+  for (size_t p = 0; p < positions; ++p) {
+    const std::span<const float> e(exact_q.data() + p * n_vocab, n_vocab);
+    const std::span<const float> g(positional_q.data() + p * n_vocab, n_vocab);
+    const double kl = kl_divergence(e, g);
+    row.kl_sum += kl;
+    row.kl_max = std::max(row.kl_max, kl);
+    row.argmax_agree += argmax(e) == argmax(g);
+    ++row.positions;
+  }
+}
+
+// The comparison for one block count k, over o.questions random compositions.
+class ComposeBench {
+ public:
+  ComposeBench(const std::shared_ptr<const Model>& model, const EngineOptions& engine, BlockLibrary& lib,
+               const ComposeOptions& o)
+      : model_(model), engine_(engine), lib_(lib), o_(o), n_vocab_(size_t(model->config().n_vocab)) {}
+
+  Row measure(int64_t k, std::mt19937_64& rng) {
     Row row;
     row.k = k;
-    for (int64_t q = 0; q < questions; ++q) {
-      std::vector<size_t> order(stories.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::shuffle(order.begin(), order.end(), rng);
-      order.resize(size_t(k));
-      const TemplateStory& asked = stories[order[size_t(rng() % size_t(k))]];
-      std::vector<int32_t> composed;
-      std::vector<Digest> leaves;
-      for (size_t i : order) {
-        composed.insert(composed.end(), block_tokens[i].begin(), block_tokens[i].end());
-        leaves.push_back(leaf[i]);
-      }
-      const std::vector<int32_t> prompt = prompt_after_chain(*model, composed, "\n" + asked.question);
-      const std::span<const int32_t> question(prompt.data() + composed.size(), prompt.size() - composed.size());
-      const int64_t n1 = int64_t(block_tokens[order[0]].size());
-      if (int64_t(prompt.size()) + answer_tokens > model->config().n_ctx)
-        throw Error(ErrorCode::OutOfRange, std::to_string(k) + " blocks and a question take " +
-                                               std::to_string(prompt.size()) + " tokens, beyond the window");
-
-      // Exact, first composition: block 1 grafted, the rest computed after it.
-      Session exact(model, engine);
-      std::vector<float> exact_logits;
-      double t = now_seconds();
-      graft(exact, leaves[0], store.opener());
-      exact.prefill(std::span<const int32_t>(prompt).subspan(size_t(n1)), 0, LogitsFor::All, &exact_logits);
-      row.first_s += now_seconds() - t;
-      const std::vector<float> exact_q(exact_logits.end() - std::ptrdiff_t(question.size() * n_vocab),
-                                       exact_logits.end());
-      const Digest chain = store.capture_from(exact, n1, int64_t(composed.size()), leaves[0]);
-      const auto exact_answer = greedy(exact, exact_q, answer_tokens);
-
-      // Exact, reused: the stored composition grafted whole.
-      Session reused(model, engine);
-      std::vector<float> reused_q;
-      t = now_seconds();
-      graft(reused, chain, store.opener());
-      reused.prefill(question, 0, LogitsFor::All, &reused_q);
-      row.reused_s += now_seconds() - t;
-      row.reuse_mismatches += reused_q != exact_q;
-
-      // Positional: every block placed without recomputation.
-      Session positional(model, engine);
-      std::vector<float> positional_q;
-      t = now_seconds();
-      graft_positional(positional, leaves, store.opener());
-      positional.prefill(question, 0, LogitsFor::All, &positional_q);
-      row.positional_s += now_seconds() - t;
-      const auto positional_answer = greedy(positional, positional_q, answer_tokens);
-
-      for (size_t p = 0; p < question.size(); ++p) {
-        const std::span<const float> e(exact_q.data() + p * n_vocab, n_vocab);
-        const std::span<const float> g(positional_q.data() + p * n_vocab, n_vocab);
-        const double kl = kl_divergence(e, g);
-        row.kl_sum += kl;
-        row.kl_max = std::max(row.kl_max, kl);
-        row.argmax_agree += argmax(e) == argmax(g);
-        ++row.positions;
-      }
-      ++row.questions;
-      row.context_tokens += int64_t(composed.size());
-      row.answers_agree += exact_answer == positional_answer;
-      row.right_exact += has_word(tok.decode(exact_answer), asked.answer);
-      row.right_positional += has_word(tok.decode(positional_answer), asked.answer);
-    }
-    rows.push_back(row);
+    for (int64_t q = 0; q < o_.questions; ++q) measure_question(row, k, rng);
+    return row;
   }
 
+ private:
+  // k distinct stories in random order and one of them asked about.
+  void measure_question(Row& row, int64_t k, std::mt19937_64& rng) {
+    std::vector<size_t> order(lib_.stories.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    order.resize(size_t(k));
+    const TemplateStory& asked = lib_.stories[order[size_t(rng() % size_t(k))]];
+    std::vector<int32_t> composed;
+    std::vector<Digest> leaves;
+    for (size_t i : order) {
+      composed.insert(composed.end(), lib_.block_tokens[i].begin(), lib_.block_tokens[i].end());
+      leaves.push_back(lib_.leaf[i]);
+    }
+    const std::vector<int32_t> prompt = prompt_after_chain(*model_, composed, "\n" + asked.question);
+    const std::span<const int32_t> question(prompt.data() + composed.size(), prompt.size() - composed.size());
+    const int64_t n1 = int64_t(lib_.block_tokens[order[0]].size());
+    if (int64_t(prompt.size()) + o_.answer_tokens > model_->config().n_ctx)
+      throw Error(ErrorCode::OutOfRange, std::to_string(k) + " blocks and a question take " +
+                                             std::to_string(prompt.size()) + " tokens, beyond the window");
+
+    // Exact, first composition: block 1 grafted, the rest computed after it.
+    Session exact(model_, engine_);
+    const std::vector<float> exact_logits =
+        timed_prefill(exact, [&] { graft(exact, leaves[0], lib_.store.opener()); },
+                      std::span<const int32_t>(prompt).subspan(size_t(n1)), &row.first_s);
+    const std::vector<float> exact_q(exact_logits.end() - std::ptrdiff_t(question.size() * n_vocab_),
+                                     exact_logits.end());
+    const Digest chain = lib_.store.capture_from(exact, n1, int64_t(composed.size()), leaves[0]);
+    const auto exact_answer = greedy(exact, exact_q, o_.answer_tokens);
+
+    // Exact, reused: the stored composition grafted whole.
+    Session reused(model_, engine_);
+    const std::vector<float> reused_q =
+        timed_prefill(reused, [&] { graft(reused, chain, lib_.store.opener()); }, question, &row.reused_s);
+    row.reuse_mismatches += reused_q != exact_q;
+
+    // Positional: every block placed without recomputation.
+    Session positional(model_, engine_);
+    const std::vector<float> positional_q = timed_prefill(
+        positional, [&] { graft_positional(positional, leaves, lib_.store.opener()); }, question, &row.positional_s);
+    const auto positional_answer = greedy(positional, positional_q, o_.answer_tokens);
+
+    add_agreement(row, exact_q, positional_q, question.size(), n_vocab_);
+    ++row.questions;
+    row.context_tokens += int64_t(composed.size());
+    row.answers_agree += exact_answer == positional_answer;
+    row.right_exact += has_word(model_->tokenizer().decode(exact_answer), asked.answer);
+    row.right_positional += has_word(model_->tokenizer().decode(positional_answer), asked.answer);
+  }
+
+  const std::shared_ptr<const Model>& model_;
+  const EngineOptions& engine_;
+  BlockLibrary& lib_;
+  const ComposeOptions& o_;
+  const size_t n_vocab_;
+};
+
+// The first table: one row per k. Throws after printing a row whose reused
+// compositions were not bit-identical to the first.
+void print_agreement_table(const Model& model, const ComposeOptions& o, const std::vector<Row>& rows) {
   std::printf("composition of k stored blocks: exact chain vs positional (%s, %lld questions per k, "
               "%d answer tokens, seed %llu)\n",
-              model->config().name.c_str(), (long long)questions, answer_tokens, (unsigned long long)seed);
+              model.config().name.c_str(), (long long)o.questions, o.answer_tokens, (unsigned long long)o.seed);
   std::printf("%3s %7s %9s %9s %8s %8s %9s %9s %10s %10s %10s %7s\n", "k", "tokens", "KL mean", "KL max",
               "argmax", "answers", "right ex", "right pos", "first ms", "reused ms", "posit. ms", "saving");
   for (const Row& r : rows) {
@@ -199,16 +242,19 @@ int cmd_bench_compose(const Args& args) {
   std::printf("(KL(exact || positional) and argmax agreement over the question's positions; answers: the greedy\n"
               " answer tokens identical; right: the answer holds the story's word; ms per composition, question\n"
               " prefill included; saving = first / positional. Every reused composition matched the first bit for bit.)\n\n");
+}
 
-  // The exact chain, first vs reused, for k up to the window: k = 1, 2, 4,
-  // ... and the most blocks the window holds (stories repeat past the last).
+// The exact chain, first vs reused, for k up to the window: k = 1, 2, 4,
+// ... and the most blocks the window holds (stories repeat past the last).
+void print_chain_reuse_table(const std::shared_ptr<const Model>& model, const EngineOptions& engine,
+                             BlockLibrary& lib) {
   std::printf("exact chain: first composition vs reused, by k up to the window of %d (best of 3 up to k = 8)\n",
               model->config().n_ctx);
   std::printf("%3s %7s %11s %11s %7s\n", "k", "tokens", "first ms", "reused ms", "ratio");
   std::vector<int32_t> composed;
   std::vector<size_t> ends;  // composed.size() after each block
   while (true) {
-    const auto& next = block_tokens[ends.size() % block_tokens.size()];
+    const auto& next = lib.block_tokens[ends.size() % lib.block_tokens.size()];
     if (int64_t(composed.size() + next.size()) > model->config().n_ctx) break;
     composed.insert(composed.end(), next.begin(), next.end());
     ends.push_back(composed.size());
@@ -221,17 +267,33 @@ int cmd_bench_compose(const Args& args) {
     for (int rep = 0; rep < (k <= 8 ? 3 : 1); ++rep) {
       Session s(model, engine);
       double t = now_seconds();
-      graft(s, leaf[0], store.opener());
+      graft(s, lib.leaf[0], lib.store.opener());
       if (k > 1) s.prefill(context.subspan(size_t(n1)), 0, LogitsFor::None, nullptr);
       first = std::min(first, now_seconds() - t);
-      if (!chain) chain = k > 1 ? store.capture_from(s, n1, int64_t(context.size()), leaf[0]) : leaf[0];
+      if (!chain) chain = k > 1 ? lib.store.capture_from(s, n1, int64_t(context.size()), lib.leaf[0]) : lib.leaf[0];
       Session r(model, engine);
       t = now_seconds();
-      graft(r, *chain, store.opener());
+      graft(r, *chain, lib.store.opener());
       reused = std::min(reused, now_seconds() - t);
     }
     std::printf("%3zu %7zu %11.3f %11.3f %6.1fx\n", k, context.size(), 1e3 * first, 1e3 * reused, first / reused);
   }
+}
+
+}  // namespace
+
+int cmd_bench_compose(const Args& args) {
+  const auto model = load_model(args);
+  const EngineOptions engine = engine_options(args);
+  const ComposeOptions o = compose_options(args);
+  BlockLibrary lib;
+  capture_library(lib, model, engine, o.seed);
+  ComposeBench bench(model, engine, lib, o);
+  std::mt19937_64 rng(o.seed);
+  std::vector<Row> rows;
+  for (const int64_t k : o.counts) rows.push_back(bench.measure(k, rng));
+  print_agreement_table(*model, o, rows);
+  print_chain_reuse_table(model, engine, lib);
   return 0;
 }
 

@@ -122,6 +122,159 @@ IoResult measure_io(FileStore& store, const std::string& dir, const std::vector<
 
 double mb_per_s(uint64_t bytes, double seconds) { return double(bytes) / seconds / 1e6; }
 
+// Runs per prefix length: --repeat, or by default 3 up to 512 tokens and 1
+// above (short prefixes are cheap and noisy, long ones expensive and steady).
+int repeats_for(int64_t repeat, int64_t tokens) { return int(repeat > 0 ? repeat : tokens <= 512 ? 3 : 1); }
+
+// BOS, then deterministic pseudo-random ids (as `kvg bench`): a dense
+// forward pass costs the same whatever the tokens say.
+std::vector<int32_t> random_prompt(int64_t longest, int n_vocab) {
+  std::vector<int32_t> prompt(size_t(longest + 1));
+  prompt[0] = 1;
+  for (int64_t i = 1; i <= longest; ++i)
+    prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(n_vocab - 3)) + 3;
+  return prompt;
+}
+
+void print_header(const Model& model, double load_s, const EngineOptions& options, int64_t limit,
+                  const FileStore& store, int64_t repeat) {
+  std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
+              model.path().c_str(), model.config().architecture.c_str(),
+              (unsigned long long)model.parameter_count(), load_s);
+  std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", options.recipe.name().c_str(), isa_name(options.isa),
+              options.threads, (long long)limit);
+  std::printf("store        %s (temporary)\n", store.dir().c_str());
+  std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
+              repeat > 0 ? std::to_string(repeat).c_str() : "3 up to 512 tokens, 1 above");
+  std::printf("| prefix tokens | artifact bytes | bytes/token | capture ms | graft + 1 token ms | verify ms "
+              "| hashed behind reads ms | read ms | reserve ms | copy+checks ms | decode ms | recompute ms | speed-up | exact |\n");
+  std::printf("|--------------:|---------------:|------------:|-----------:|-------------------:|----------:"
+              "|-----------------------:|--------:|-----------:|---------------:|----------:|-------------:|---------:|:-----:|\n");
+}
+
+void print_row(const Row& row) {
+  std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %9.3f | %22.3f | %7.3f | %10.3f | %14.3f | %9.3f "
+              "| %12.3f | %7.1fx | %5s |\n",
+              (long long)row.tokens, (unsigned long long)row.bytes, double(row.bytes) / double(row.tokens),
+              row.capture_s * 1e3, row.graft_s * 1e3, row.split.hash_s * 1e3, row.split.hashed_behind_s * 1e3,
+              row.split.source_s * 1e3,
+              row.split.reserve_s * 1e3, row.split.other_s() * 1e3, row.decode_s * 1e3, row.recompute_s * 1e3,
+              row.recompute_s / row.graft_s, row.exact ? "yes" : "NO");
+}
+
+void print_json(const Model& model, const EngineOptions& options, const std::vector<Row>& rows, int64_t repeat,
+                uint64_t bytes, const IoResult& io, bool all_exact) {
+  std::printf("{\"kvg\":{\"version\":\"%s\",\"commit\":\"%s\"},\"model\":\"%s\",\"architecture\":\"%s\","
+              "\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"rows\":[",
+              version(), build_commit(), json_escape(model.path()).c_str(), json_escape(model.config().architecture).c_str(),
+              (unsigned long long)model.parameter_count(), options.recipe.name().c_str(), isa_name(options.isa), options.threads);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::printf("%s{\"tokens\":%lld,\"best_of\":%d,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"verify_ms\":%.4f,"
+                "\"hashed_behind_ms\":%.4f,\"read_ms\":%.4f,\"reserve_ms\":%.4f,\"copy_ms\":%.4f,\"decode_ms\":%.4f,\"recompute_ms\":%.4f,"
+                "\"exact\":%s}",
+                i ? "," : "", (long long)rows[i].tokens, repeats_for(repeat, rows[i].tokens), (unsigned long long)rows[i].bytes, rows[i].capture_s * 1e3,
+                rows[i].graft_s * 1e3, rows[i].split.hash_s * 1e3, rows[i].split.hashed_behind_s * 1e3,
+                rows[i].split.source_s * 1e3,
+                rows[i].split.reserve_s * 1e3, rows[i].split.other_s() * 1e3, rows[i].decode_s * 1e3,
+                rows[i].recompute_s * 1e3, rows[i].exact ? "true" : "false");
+  std::printf("],\"store_io\":{\"bytes\":%llu,\"store_put_mbps\":%.3f,\"file_write_mbps\":%.3f,"
+              "\"store_get_mbps\":%.3f,\"file_read_mbps\":%.3f},\"all_exact\":%s}\n",
+              (unsigned long long)bytes, mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s),
+              mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), all_exact ? "true" : "false");
+}
+
+void print_io_table(uint64_t bytes, int64_t longest, int io_repeat, const IoResult& io) {
+  std::printf("\nstore vs plain file I/O, %llu bytes (the %lld-token artifact), same directory, best of %d; "
+              "reads hit the page cache\n\n",
+              (unsigned long long)bytes, (long long)longest, io_repeat);
+  std::printf("| operation | FileStore                      | MB/s     | plain file        | MB/s     | store / plain |\n");
+  std::printf("|-----------|--------------------------------|---------:|-------------------|---------:|--------------:|\n");
+  std::printf("| write     | put from a file (hash, fsync)  | %8.1f | write + fsync     | %8.1f | %13.2f |\n",
+              mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s), io.write_s / io.put_s);
+  std::printf("| read      | get + read to end (verify)     | %8.1f | read to end       | %8.1f | %13.2f |\n",
+              mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), io.read_s / io.get_s);
+}
+
+// One prefix length's repeats: capture, graft and recompute, alternating
+// within each repeat so that drift in the machine's load hits all alike.
+class PrefixBench {
+ public:
+  PrefixBench(const std::shared_ptr<const Model>& model, const EngineOptions& options, FileStore& store,
+              ProgressLine& progress, int64_t work_total)
+      : model_(model), options_(options), store_(store), progress_(progress), work_total_(work_total),
+        open_([&store](const Digest& id) { return store.get_unverified(id); }) {}
+
+  // `whole` is the prefix and the token after it; leaves the last repeat's
+  // artifact in `artifact` and its identity in `id`.
+  Row measure(std::span<const int32_t> whole, int reps, MemorySink& artifact, Digest& id) {
+    const int64_t n = int64_t(whole.size()) - 1;
+    Row row;
+    row.tokens = n;
+    for (int rep = 0; rep < reps; ++rep) {
+      if (rep > 0) remove_file(store_.path_of(id));  // each put does the full write
+      id = capture_and_put(whole.first(size_t(n)), artifact, row);
+      progress_.update(work_done_ += n, work_total_);
+      std::vector<float> graft_logits, recompute_logits;
+      graft_and_decode(whole, id, row, graft_logits);
+      recompute(whole, row, recompute_logits);
+      progress_.update(work_done_ += n + 1, work_total_);
+      row.exact = row.exact && same_bytes(graft_logits, recompute_logits);
+    }
+    row.bytes = artifact.bytes().size();
+    return row;
+  }
+
+ private:
+  // Prefill, capture into `artifact` and put into the store: the capture time.
+  Digest capture_and_put(std::span<const int32_t> prefix, MemorySink& artifact, Row& row) {
+    const int64_t n = int64_t(prefix.size());
+    Session session(model_, options_);
+    artifact.bytes().clear();
+    const double t0 = now_seconds();
+    session.prefill(prefix, 0, LogitsFor::None, nullptr);
+    artifact.bytes().reserve(capture_header(session, 0, n, std::nullopt).total_bytes());
+    const Digest id = capture(session, 0, n, std::nullopt, artifact);
+    MemorySource source(artifact.bytes());
+    const Digest stored = store_.put(source);
+    row.capture_s = std::min(row.capture_s, now_seconds() - t0);
+    if (stored != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
+    return id;
+  }
+
+  // Graft from the store, then the one token after the prefix; keeps the
+  // split of the fastest repeat.
+  void graft_and_decode(std::span<const int32_t> whole, const Digest& id, Row& row, std::vector<float>& logits) {
+    Session session(model_, options_);
+    GraftTimes split;
+    const double t0 = now_seconds();
+    graft(session, id, open_, whole, &split);
+    const double t1 = now_seconds();
+    session.forward(whole.subspan(whole.size() - 1), LogitsFor::Last, &logits);
+    const double t2 = now_seconds();
+    if (t2 - t0 < row.graft_s) {
+      row.graft_s = t2 - t0;
+      row.split = split;
+      row.decode_s = t2 - t1;
+    }
+  }
+
+  // The monolithic forward pass over the prefix and the following token.
+  void recompute(std::span<const int32_t> whole, Row& row, std::vector<float>& logits) {
+    Session session(model_, options_);
+    const double t0 = now_seconds();
+    session.forward(whole, LogitsFor::Last, &logits);
+    row.recompute_s = std::min(row.recompute_s, now_seconds() - t0);
+  }
+
+  const std::shared_ptr<const Model>& model_;
+  const EngineOptions& options_;
+  FileStore& store_;
+  ProgressLine& progress_;
+  const int64_t work_total_;
+  int64_t work_done_ = 0;
+  const ArtifactOpener open_;
+};
+
 }  // namespace
 
 int cmd_bench_graft(const Args& args) {
@@ -137,109 +290,36 @@ int cmd_bench_graft(const Args& args) {
       args.has("lengths") ? parse_lengths(args.get("lengths"), limit) : default_lengths(limit);
   const int64_t repeat = args.get_int("repeat", 0);  // 0: by prefix length
   if (args.has("repeat") && repeat < 1) throw Error(ErrorCode::InvalidArgument, "--repeat must be at least 1");
-  // Short prefixes are cheap and noisy, long ones expensive and steady.
-  auto repeats_for = [&](int64_t tokens) { return int(repeat > 0 ? repeat : tokens <= 512 ? 3 : 1); };
-
-  // BOS, then deterministic pseudo-random ids (as `kvg bench`): a dense
-  // forward pass costs the same whatever the tokens say.
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-  std::vector<int32_t> prompt(size_t(longest + 1));
-  prompt[0] = 1;
-  for (int64_t i = 1; i <= longest; ++i)
-    prompt[size_t(i)] = int32_t(uniform_for_position(7, i) * float(n_vocab - 3)) + 3;
+  const std::vector<int32_t> prompt = random_prompt(longest, n_vocab);
 
   const TempDir dir(args.opt("store").value_or("/tmp"), "kvg-bench-graft");
   FileStore store(dir.path() + "/store");
-  const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
-
   const bool json = args.has("json");  // one object at the end instead of tables
-  if (!json) {
-    std::printf("model        %s (%s, %llu parameters), loaded in %.3f s (fingerprint included)\n",
-                model->path().c_str(), model->config().architecture.c_str(),
-                (unsigned long long)model->parameter_count(), load_s);
-    std::printf("engine       recipe %s, isa %s, %d thread(s), context %lld\n", options.recipe.name().c_str(), isa_name(options.isa),
-                options.threads, (long long)limit);
-    std::printf("store        %s (temporary)\n", store.dir().c_str());
-    std::printf("timing       best of %s; sessions are created outside the timed regions\n\n",
-                repeat > 0 ? std::to_string(repeat).c_str() : "3 up to 512 tokens, 1 above");
-    std::printf("| prefix tokens | artifact bytes | bytes/token | capture ms | graft + 1 token ms | verify ms "
-                "| hashed behind reads ms | read ms | reserve ms | copy+checks ms | decode ms | recompute ms | speed-up | exact |\n");
-    std::printf("|--------------:|---------------:|------------:|-----------:|-------------------:|----------:"
-                "|-----------------------:|--------:|-----------:|---------------:|----------:|-------------:|---------:|:-----:|\n");
-  }
+  if (!json) print_header(*model, load_s, options, limit, store, repeat);
   std::fflush(stdout);
 
   // Progress in tokens evaluated: each repeat prefills n (capture) and n + 1
   // (recompute); the graft's one token is not counted.
-  int64_t work_total = 0, work_done = 0;
-  for (const int64_t n : lengths) work_total += repeats_for(n) * (2 * n + 1);
+  int64_t work_total = 0;
+  for (const int64_t n : lengths) work_total += repeats_for(repeat, n) * (2 * n + 1);
   ProgressLine progress("bench-graft", "tokens");
   progress.update(0, work_total);
+  PrefixBench bench(model, options, store, progress, work_total);
 
   std::vector<Row> rows;
   std::vector<uint8_t> largest_artifact;
   Digest largest_id{};
   bool all_exact = true;
   for (const int64_t n : lengths) {
-    const std::span<const int32_t> whole(prompt.data(), size_t(n + 1));
-    const std::span<const int32_t> prefix = whole.first(size_t(n)), next = whole.subspan(size_t(n));
-    Row row;
-    row.tokens = n;
     Digest id{};
     MemorySink artifact;
-    // The three phases alternate within each repeat so that drift in the
-    // machine's load hits all of them alike.
-    for (int rep = 0, reps = repeats_for(n); rep < reps; ++rep) {
-      if (rep > 0) remove_file(store.path_of(id));  // each put does the full write
-      {
-        Session session(model, options);
-        artifact.bytes().clear();
-        const double t0 = now_seconds();
-        session.prefill(prefix, 0, LogitsFor::None, nullptr);
-        artifact.bytes().reserve(capture_header(session, 0, n, std::nullopt).total_bytes());
-        id = capture(session, 0, n, std::nullopt, artifact);
-        MemorySource source(artifact.bytes());
-        const Digest stored = store.put(source);
-        row.capture_s = std::min(row.capture_s, now_seconds() - t0);
-        if (stored != id) throw Error(ErrorCode::Internal, "the store hashed the artifact differently");
-      }
-      progress.update(work_done += n, work_total);
-      std::vector<float> graft_logits, recompute_logits;
-      {
-        Session session(model, options);
-        GraftTimes split;
-        const double t0 = now_seconds();
-        graft(session, id, open, whole, &split);
-        const double t1 = now_seconds();
-        session.forward(next, LogitsFor::Last, &graft_logits);
-        const double t2 = now_seconds();
-        if (t2 - t0 < row.graft_s) {
-          row.graft_s = t2 - t0;
-          row.split = split;
-          row.decode_s = t2 - t1;
-        }
-      }
-      {
-        Session session(model, options);
-        const double t0 = now_seconds();
-        session.forward(whole, LogitsFor::Last, &recompute_logits);
-        row.recompute_s = std::min(row.recompute_s, now_seconds() - t0);
-      }
-      progress.update(work_done += n + 1, work_total);
-      row.exact = row.exact && same_bytes(graft_logits, recompute_logits);
-    }
-    row.bytes = artifact.bytes().size();
+    const Row row = bench.measure(std::span<const int32_t>(prompt.data(), size_t(n + 1)), repeats_for(repeat, n),
+                                  artifact, id);
     all_exact = all_exact && row.exact;
     rows.push_back(row);
     progress.clear();  // the row goes to the same terminal
-    if (!json)
-      std::printf("| %13lld | %14llu | %11.1f | %10.3f | %18.3f | %9.3f | %22.3f | %7.3f | %10.3f | %14.3f | %9.3f "
-                  "| %12.3f | %7.1fx | %5s |\n",
-                  (long long)row.tokens, (unsigned long long)row.bytes, double(row.bytes) / double(row.tokens),
-                  row.capture_s * 1e3, row.graft_s * 1e3, row.split.hash_s * 1e3, row.split.hashed_behind_s * 1e3,
-                  row.split.source_s * 1e3,
-                  row.split.reserve_s * 1e3, row.split.other_s() * 1e3, row.decode_s * 1e3, row.recompute_s * 1e3,
-                  row.recompute_s / row.graft_s, row.exact ? "yes" : "NO");
+    if (!json) print_row(row);
     std::fflush(stdout);
     if (n == longest) {
       largest_artifact = std::move(artifact.bytes());
@@ -251,35 +331,10 @@ int cmd_bench_graft(const Args& args) {
   const int io_repeat = int(repeat > 0 ? repeat : 3);
   const IoResult io = measure_io(store, dir.path(), largest_artifact, largest_id, io_repeat);
   const uint64_t bytes = largest_artifact.size();
-  if (json) {
-    std::printf("{\"kvg\":{\"version\":\"%s\",\"commit\":\"%s\"},\"model\":\"%s\",\"architecture\":\"%s\","
-                "\"parameters\":%llu,\"recipe\":\"%s\",\"isa\":\"%s\",\"threads\":%d,\"rows\":[",
-                version(), build_commit(), json_escape(model->path()).c_str(), json_escape(model->config().architecture).c_str(),
-                (unsigned long long)model->parameter_count(), options.recipe.name().c_str(), isa_name(options.isa), options.threads);
-    for (size_t i = 0; i < rows.size(); ++i)
-      std::printf("%s{\"tokens\":%lld,\"best_of\":%d,\"bytes\":%llu,\"capture_ms\":%.4f,\"graft_ms\":%.4f,\"verify_ms\":%.4f,"
-                  "\"hashed_behind_ms\":%.4f,\"read_ms\":%.4f,\"reserve_ms\":%.4f,\"copy_ms\":%.4f,\"decode_ms\":%.4f,\"recompute_ms\":%.4f,"
-                  "\"exact\":%s}",
-                  i ? "," : "", (long long)rows[i].tokens, repeats_for(rows[i].tokens), (unsigned long long)rows[i].bytes, rows[i].capture_s * 1e3,
-                  rows[i].graft_s * 1e3, rows[i].split.hash_s * 1e3, rows[i].split.hashed_behind_s * 1e3,
-                  rows[i].split.source_s * 1e3,
-                  rows[i].split.reserve_s * 1e3, rows[i].split.other_s() * 1e3, rows[i].decode_s * 1e3,
-                  rows[i].recompute_s * 1e3, rows[i].exact ? "true" : "false");
-    std::printf("],\"store_io\":{\"bytes\":%llu,\"store_put_mbps\":%.3f,\"file_write_mbps\":%.3f,"
-                "\"store_get_mbps\":%.3f,\"file_read_mbps\":%.3f},\"all_exact\":%s}\n",
-                (unsigned long long)bytes, mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s),
-                mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), all_exact ? "true" : "false");
-  } else {
-    std::printf("\nstore vs plain file I/O, %llu bytes (the %lld-token artifact), same directory, best of %d; "
-                "reads hit the page cache\n\n",
-                (unsigned long long)bytes, (long long)longest, io_repeat);
-    std::printf("| operation | FileStore                      | MB/s     | plain file        | MB/s     | store / plain |\n");
-    std::printf("|-----------|--------------------------------|---------:|-------------------|---------:|--------------:|\n");
-    std::printf("| write     | put from a file (hash, fsync)  | %8.1f | write + fsync     | %8.1f | %13.2f |\n",
-                mb_per_s(bytes, io.put_s), mb_per_s(bytes, io.write_s), io.write_s / io.put_s);
-    std::printf("| read      | get + read to end (verify)     | %8.1f | read to end       | %8.1f | %13.2f |\n",
-                mb_per_s(bytes, io.get_s), mb_per_s(bytes, io.read_s), io.read_s / io.get_s);
-  }
+  if (json)
+    print_json(*model, options, rows, repeat, bytes, io, all_exact);
+  else
+    print_io_table(bytes, longest, io_repeat, io);
   return all_exact ? 0 : 1;
 }
 

@@ -282,6 +282,184 @@ uint64_t read_alignment(const std::vector<KeyValue>& kv) {
   return kDefaultAlignment;
 }
 
+// The first four bytes must be "GGUF"; anything else is shown as printable
+// characters or \x escapes, so a text file or a truncated download is
+// recognisable in the message.
+void check_magic(Reader& r) {
+  r.need(4, [] { return std::string("magic"); });
+  if (std::memcmp(r.here(), "GGUF", 4) != 0) {
+    std::string shown;
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t c = r.here()[i];
+      if (c >= 0x20 && c < 0x7f) {
+        shown += char(c);
+      } else {
+        static const char* hex = "0123456789abcdef";
+        shown += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+      }
+    }
+    fail(ErrorCode::Corrupt, "bad magic '" + shown + "' (expected 'GGUF'): not a GGUF file");
+  }
+  r.skip(4);
+}
+
+// Versions 2 and 3 only; a byte-swapped 2 or 3 is a big-endian file, said so.
+uint32_t read_version(Reader& r) {
+  const uint32_t version = r.scalar<uint32_t>([] { return std::string("version"); });
+  if (version == 1) fail(ErrorCode::Unsupported, "version 1 is not supported (only versions 2 and 3 are)");
+  if (version != 2 && version != 3) {
+    const uint32_t swapped = __builtin_bswap32(version);
+    if (swapped == 2 || swapped == 3) fail(ErrorCode::Unsupported, "big-endian GGUF files are not supported");
+    fail(ErrorCode::Unsupported, "unknown version " + std::to_string(version) + " (only versions 2 and 3 are supported)");
+  }
+  return version;
+}
+
+// The header's two counts, checked against the bytes that follow (Corrupt)
+// and then against the memory limits (Unsupported), before anything is reserved.
+void check_header_counts(uint64_t n_tensors, uint64_t n_kv, uint64_t remaining) {
+  if (n_kv > remaining / kMinKvBytes)
+    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_kv) + " metadata pairs but only " +
+                                 std::to_string(remaining) + " bytes follow (each pair needs at least " +
+                                 std::to_string(kMinKvBytes) + ")");
+  if (n_tensors > remaining / kMinTensorInfoBytes)
+    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_tensors) + " tensors but only " +
+                                 std::to_string(remaining) + " bytes follow (each tensor info needs at least " +
+                                 std::to_string(kMinTensorInfoBytes) + ")");
+
+  if (n_kv > kMaxKeyValues)
+    fail(ErrorCode::Unsupported, "header claims " + std::to_string(n_kv) + " metadata pairs, more than the limit of " +
+                                     std::to_string(kMaxKeyValues));
+  if (n_tensors > kMaxTensors)
+    fail(ErrorCode::Unsupported, "header claims " + std::to_string(n_tensors) + " tensors, more than the limit of " +
+                                     std::to_string(kMaxTensors));
+}
+
+// The n_kv key/value pairs: non-empty, bounded, unique keys of known types.
+void read_metadata(Reader& r, uint64_t n_kv, std::vector<KeyValue>& kv) {
+  kv.reserve(n_kv);
+  std::unordered_set<std::string_view> keys;
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    const std::string_view key = r.string([&] { return "key of metadata pair " + std::to_string(k); });
+    if (key.empty()) fail(ErrorCode::Corrupt, "metadata pair " + std::to_string(k) + " has an empty key");
+    if (key.size() > kMaxKeyBytes)
+      fail(ErrorCode::Corrupt, "metadata pair " + std::to_string(k) + " has a key of " + std::to_string(key.size()) +
+                                   " bytes (at most " + std::to_string(kMaxKeyBytes) + ")");
+    if (!keys.insert(key).second) fail(ErrorCode::Corrupt, "duplicate key " + quoted(key));
+    const uint32_t type = r.scalar<uint32_t>([&] { return "value type of key " + quoted(key); });
+    if (!is_known_value_type(type))
+      fail(ErrorCode::Corrupt, "key " + quoted(key) + " has unknown value type " + std::to_string(type));
+    KeyValue& p = kv.emplace_back();
+    p.key = key;
+    read_value(r, ValueType(type), key, p.value);
+  }
+}
+
+// A tensor's n_dims and ne[]: 1..kMaxDims non-zero dimensions whose product
+// (the returned element count) fits ggml's int64 indexing.
+uint64_t read_shape(Reader& r, const std::string& tn, TensorInfo& info) {
+  const uint32_t n_dims = r.scalar<uint32_t>([&] { return "n_dims of " + tn; });
+  if (n_dims < 1 || n_dims > kMaxDims)
+    fail(ErrorCode::Corrupt, tn + " has n_dims " + std::to_string(n_dims) + " (must be 1.." + std::to_string(kMaxDims) + ")");
+  uint64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne = r.scalar<uint64_t>([&] { return "ne[" + std::to_string(d) + "] of " + tn; });
+    if (ne == 0) fail(ErrorCode::Corrupt, tn + " has a zero dimension ne[" + std::to_string(d) + "]");
+    info.ne.push_back(ne);
+    // ggml indexes with int64, so the element count must fit in one.
+    if (mul_overflows(n_elements, ne, &n_elements) || n_elements > uint64_t(std::numeric_limits<int64_t>::max()))
+      fail(ErrorCode::Corrupt, tn + " shape " + shape_string(info.ne) + (d + 1 < n_dims ? "..." : "") +
+                                   ": element count overflows int64");
+  }
+  return n_elements;
+}
+
+// A tensor's type, which must be known and whose block must divide ne[0];
+// sets info.type and info.n_bytes.
+void read_tensor_type(Reader& r, const std::string& tn, TensorInfo& info) {
+  const uint32_t type = r.scalar<uint32_t>([&] { return "type of " + tn; });
+  info.type = TensorType(type);
+  const std::optional<BlockShape> block = block_shape(info.type);
+  if (!block) fail(ErrorCode::Unsupported, tn + " has unknown tensor type " + std::to_string(type));
+  if (info.ne[0] % block->elements != 0)
+    fail(ErrorCode::Corrupt, tn + " (" + tensor_type_name(info.type) + ") has ne[0] = " + std::to_string(info.ne[0]) +
+                                 ", not a multiple of the block size " + std::to_string(block->elements));
+  // n_elements < 2^63 and bytes/elements <= 4, so this cannot overflow;
+  // checked anyway so the invariant does not live in a comment.
+  if (mul_overflows(info.n_elements / block->elements, block->bytes, &info.n_bytes))
+    fail(ErrorCode::Corrupt, tn + " shape " + shape_string(info.ne) + ": byte size overflows");
+}
+
+// The n_tensors tensor infos: unique bounded names, shapes, types and
+// aligned data offsets (relative to the data section, placed later).
+void read_tensor_infos(Reader& r, uint64_t n_tensors, uint64_t alignment, std::vector<TensorInfo>& tensors) {
+  // Now that the metadata is consumed, the tighter bound applies.
+  if (n_tensors > r.remaining() / kMinTensorInfoBytes)
+    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_tensors) + " tensors but only " +
+                                 std::to_string(r.remaining()) + " bytes follow the metadata (each tensor info needs at least " +
+                                 std::to_string(kMinTensorInfoBytes) + ")");
+  tensors.reserve(n_tensors);
+  std::unordered_set<std::string_view> names;
+  for (uint64_t t = 0; t < n_tensors; ++t) {
+    const std::string_view name = r.string([&] { return "name of tensor " + std::to_string(t); });
+    if (name.empty()) fail(ErrorCode::Corrupt, "tensor " + std::to_string(t) + " has an empty name");
+    if (name.size() > kMaxTensorNameBytes)
+      fail(ErrorCode::Corrupt, "tensor " + std::to_string(t) + " has a name of " + std::to_string(name.size()) +
+                                   " bytes (at most " + std::to_string(kMaxTensorNameBytes) + "): " +
+                                   quoted(name.substr(0, kMaxTensorNameBytes)) + "...");
+    if (!names.insert(name).second) fail(ErrorCode::Corrupt, "duplicate tensor name " + quoted(name));
+    const std::string tn = "tensor " + quoted(name);
+    TensorInfo& info = tensors.emplace_back();
+    info.name = name;
+    info.n_elements = read_shape(r, tn, info);
+    read_tensor_type(r, tn, info);
+    info.offset = r.scalar<uint64_t>([&] { return "data offset of " + tn; });
+    if (info.offset % alignment != 0)
+      fail(ErrorCode::Corrupt, tn + ": data offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
+                                   std::to_string(alignment));
+  }
+}
+
+// Points each tensor at its bytes in the mapping, after checking that they
+// and their padding to the alignment lie within the file.
+void place_tensors(std::vector<TensorInfo>& tensors, const uint8_t* base, uint64_t size, uint64_t data_offset,
+                   uint64_t alignment) {
+  for (TensorInfo& info : tensors) {
+    const std::string extent = "tensor " + quoted(info.name) + ": data [offset " + std::to_string(info.offset) +
+                               " in the data section at " + std::to_string(data_offset) + ", " +
+                               std::to_string(info.n_bytes) + " bytes]";
+    uint64_t begin, end;
+    if (add_overflows(data_offset, info.offset, &begin) || add_overflows(begin, info.n_bytes, &end) || end > size)
+      fail(ErrorCode::Corrupt, extent + " extends past end of file (size " + std::to_string(size) + ")");
+    // Writers (llama.cpp, gguf-py) pad every tensor, the last one included,
+    // and llama.cpp reads the padded size; a file cut inside that padding is
+    // cut, not merely unpadded.
+    const uint64_t padding = (alignment - info.n_bytes % alignment) % alignment;
+    if (padding > size - end)
+      fail(ErrorCode::Corrupt, extent + " and its padding to the alignment " + std::to_string(alignment) +
+                                   " extend past end of file (size " + std::to_string(size) + ")");
+    info.data = base + begin;
+  }
+}
+
+// Overlapping tensors cannot come from a writer; they mean the offsets are
+// corrupt (and would alias weights silently).
+void check_no_overlap(const std::vector<TensorInfo>& tensors) {
+  std::vector<const TensorInfo*> by_offset;
+  by_offset.reserve(tensors.size());
+  for (const TensorInfo& info : tensors) by_offset.push_back(&info);
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo* a = by_offset[i - 1];
+    const TensorInfo* b = by_offset[i];
+    if (a->offset + a->n_bytes > b->offset)
+      fail(ErrorCode::Corrupt, "tensor " + quoted(b->name) + " at data offset " + std::to_string(b->offset) +
+                                   " overlaps tensor " + quoted(a->name) + " [offset " + std::to_string(a->offset) +
+                                   ", " + std::to_string(a->n_bytes) + " bytes]");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const File> File::open(const std::string& path) {
@@ -374,117 +552,14 @@ void File::check_intact() const {
 
 void File::parse() {
   Reader r(base_, size_);
-
-  r.need(4, [] { return std::string("magic"); });
-  if (std::memcmp(r.here(), "GGUF", 4) != 0) {
-    std::string shown;
-    for (int i = 0; i < 4; ++i) {
-      const uint8_t c = r.here()[i];
-      if (c >= 0x20 && c < 0x7f) {
-        shown += char(c);
-      } else {
-        static const char* hex = "0123456789abcdef";
-        shown += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-      }
-    }
-    fail(ErrorCode::Corrupt, "bad magic '" + shown + "' (expected 'GGUF'): not a GGUF file");
-  }
-  r.skip(4);
-
-  version_ = r.scalar<uint32_t>([] { return std::string("version"); });
-  if (version_ == 1) fail(ErrorCode::Unsupported, "version 1 is not supported (only versions 2 and 3 are)");
-  if (version_ != 2 && version_ != 3) {
-    const uint32_t swapped = __builtin_bswap32(version_);
-    if (swapped == 2 || swapped == 3) fail(ErrorCode::Unsupported, "big-endian GGUF files are not supported");
-    fail(ErrorCode::Unsupported, "unknown version " + std::to_string(version_) + " (only versions 2 and 3 are supported)");
-  }
-
+  check_magic(r);
+  version_ = read_version(r);
   const uint64_t n_tensors = r.scalar<uint64_t>([] { return std::string("tensor count"); });
   const uint64_t n_kv = r.scalar<uint64_t>([] { return std::string("metadata count"); });
-  if (n_kv > r.remaining() / kMinKvBytes)
-    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_kv) + " metadata pairs but only " +
-                                 std::to_string(r.remaining()) + " bytes follow (each pair needs at least " +
-                                 std::to_string(kMinKvBytes) + ")");
-  if (n_tensors > r.remaining() / kMinTensorInfoBytes)
-    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_tensors) + " tensors but only " +
-                                 std::to_string(r.remaining()) + " bytes follow (each tensor info needs at least " +
-                                 std::to_string(kMinTensorInfoBytes) + ")");
-
-  if (n_kv > kMaxKeyValues)
-    fail(ErrorCode::Unsupported, "header claims " + std::to_string(n_kv) + " metadata pairs, more than the limit of " +
-                                     std::to_string(kMaxKeyValues));
-  if (n_tensors > kMaxTensors)
-    fail(ErrorCode::Unsupported, "header claims " + std::to_string(n_tensors) + " tensors, more than the limit of " +
-                                     std::to_string(kMaxTensors));
-  kv_.reserve(n_kv);
-  std::unordered_set<std::string_view> keys;
-  for (uint64_t k = 0; k < n_kv; ++k) {
-    const std::string_view key = r.string([&] { return "key of metadata pair " + std::to_string(k); });
-    if (key.empty()) fail(ErrorCode::Corrupt, "metadata pair " + std::to_string(k) + " has an empty key");
-    if (key.size() > kMaxKeyBytes)
-      fail(ErrorCode::Corrupt, "metadata pair " + std::to_string(k) + " has a key of " + std::to_string(key.size()) +
-                                   " bytes (at most " + std::to_string(kMaxKeyBytes) + ")");
-    if (!keys.insert(key).second) fail(ErrorCode::Corrupt, "duplicate key " + quoted(key));
-    const uint32_t type = r.scalar<uint32_t>([&] { return "value type of key " + quoted(key); });
-    if (!is_known_value_type(type))
-      fail(ErrorCode::Corrupt, "key " + quoted(key) + " has unknown value type " + std::to_string(type));
-    KeyValue& p = kv_.emplace_back();
-    p.key = key;
-    read_value(r, ValueType(type), key, p.value);
-  }
+  check_header_counts(n_tensors, n_kv, r.remaining());
+  read_metadata(r, n_kv, kv_);
   alignment_ = read_alignment(kv_);
-
-  // Now that the metadata is consumed, the tighter bound applies.
-  if (n_tensors > r.remaining() / kMinTensorInfoBytes)
-    fail(ErrorCode::Corrupt, "header claims " + std::to_string(n_tensors) + " tensors but only " +
-                                 std::to_string(r.remaining()) + " bytes follow the metadata (each tensor info needs at least " +
-                                 std::to_string(kMinTensorInfoBytes) + ")");
-  tensors_.reserve(n_tensors);
-  std::unordered_set<std::string_view> names;
-  for (uint64_t t = 0; t < n_tensors; ++t) {
-    const std::string_view name = r.string([&] { return "name of tensor " + std::to_string(t); });
-    if (name.empty()) fail(ErrorCode::Corrupt, "tensor " + std::to_string(t) + " has an empty name");
-    if (name.size() > kMaxTensorNameBytes)
-      fail(ErrorCode::Corrupt, "tensor " + std::to_string(t) + " has a name of " + std::to_string(name.size()) +
-                                   " bytes (at most " + std::to_string(kMaxTensorNameBytes) + "): " +
-                                   quoted(name.substr(0, kMaxTensorNameBytes)) + "...");
-    if (!names.insert(name).second) fail(ErrorCode::Corrupt, "duplicate tensor name " + quoted(name));
-    const std::string tn = "tensor " + quoted(name);
-    TensorInfo& info = tensors_.emplace_back();
-    info.name = name;
-
-    const uint32_t n_dims = r.scalar<uint32_t>([&] { return "n_dims of " + tn; });
-    if (n_dims < 1 || n_dims > kMaxDims)
-      fail(ErrorCode::Corrupt, tn + " has n_dims " + std::to_string(n_dims) + " (must be 1.." + std::to_string(kMaxDims) + ")");
-    uint64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne = r.scalar<uint64_t>([&] { return "ne[" + std::to_string(d) + "] of " + tn; });
-      if (ne == 0) fail(ErrorCode::Corrupt, tn + " has a zero dimension ne[" + std::to_string(d) + "]");
-      info.ne.push_back(ne);
-      // ggml indexes with int64, so the element count must fit in one.
-      if (mul_overflows(n_elements, ne, &n_elements) || n_elements > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail(ErrorCode::Corrupt, tn + " shape " + shape_string(info.ne) + (d + 1 < n_dims ? "..." : "") +
-                                     ": element count overflows int64");
-    }
-    info.n_elements = n_elements;
-
-    const uint32_t type = r.scalar<uint32_t>([&] { return "type of " + tn; });
-    info.type = TensorType(type);
-    const std::optional<BlockShape> block = block_shape(info.type);
-    if (!block) fail(ErrorCode::Unsupported, tn + " has unknown tensor type " + std::to_string(type));
-    if (info.ne[0] % block->elements != 0)
-      fail(ErrorCode::Corrupt, tn + " (" + tensor_type_name(info.type) + ") has ne[0] = " + std::to_string(info.ne[0]) +
-                                   ", not a multiple of the block size " + std::to_string(block->elements));
-    // n_elements < 2^63 and bytes/elements <= 4, so this cannot overflow;
-    // checked anyway so the invariant does not live in a comment.
-    if (mul_overflows(n_elements / block->elements, block->bytes, &info.n_bytes))
-      fail(ErrorCode::Corrupt, tn + " shape " + shape_string(info.ne) + ": byte size overflows");
-
-    info.offset = r.scalar<uint64_t>([&] { return "data offset of " + tn; });
-    if (info.offset % alignment_ != 0)
-      fail(ErrorCode::Corrupt, tn + ": data offset " + std::to_string(info.offset) + " is not a multiple of the alignment " +
-                                   std::to_string(alignment_));
-  }
+  read_tensor_infos(r, n_tensors, alignment_, tensors_);
 
   const uint64_t header_end = r.pos();
   if (add_overflows(header_end, alignment_ - 1, &data_offset_))
@@ -492,39 +567,8 @@ void File::parse() {
   data_offset_ &= ~(alignment_ - 1);
   // A file without tensors (a vocabulary-only GGUF) may end right after its
   // header, before the padding; so the data offset is only checked per tensor.
-
-  for (TensorInfo& info : tensors_) {
-    const std::string extent = "tensor " + quoted(info.name) + ": data [offset " + std::to_string(info.offset) +
-                               " in the data section at " + std::to_string(data_offset_) + ", " +
-                               std::to_string(info.n_bytes) + " bytes]";
-    uint64_t begin, end;
-    if (add_overflows(data_offset_, info.offset, &begin) || add_overflows(begin, info.n_bytes, &end) || end > size_)
-      fail(ErrorCode::Corrupt, extent + " extends past end of file (size " + std::to_string(size_) + ")");
-    // Writers (llama.cpp, gguf-py) pad every tensor, the last one included,
-    // and llama.cpp reads the padded size; a file cut inside that padding is
-    // cut, not merely unpadded.
-    const uint64_t padding = (alignment_ - info.n_bytes % alignment_) % alignment_;
-    if (padding > size_ - end)
-      fail(ErrorCode::Corrupt, extent + " and its padding to the alignment " + std::to_string(alignment_) +
-                                   " extend past end of file (size " + std::to_string(size_) + ")");
-    info.data = base_ + begin;
-  }
-
-  // Overlapping tensors cannot come from a writer; they mean the offsets are
-  // corrupt (and would alias weights silently).
-  std::vector<const TensorInfo*> by_offset;
-  by_offset.reserve(tensors_.size());
-  for (const TensorInfo& info : tensors_) by_offset.push_back(&info);
-  std::stable_sort(by_offset.begin(), by_offset.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const TensorInfo* a = by_offset[i - 1];
-    const TensorInfo* b = by_offset[i];
-    if (a->offset + a->n_bytes > b->offset)
-      fail(ErrorCode::Corrupt, "tensor " + quoted(b->name) + " at data offset " + std::to_string(b->offset) +
-                                   " overlaps tensor " + quoted(a->name) + " [offset " + std::to_string(a->offset) +
-                                   ", " + std::to_string(a->n_bytes) + " bytes]");
-  }
+  place_tensors(tensors_, base_, size_, data_offset_, alignment_);
+  check_no_overlap(tensors_);
 }
 
 const Value* File::find(std::string_view key) const {
