@@ -168,7 +168,7 @@ if wants postgres; then
   if ! command -v pg_config >/dev/null || [ ! -x "$(pg_config --bindir)/initdb" ]; then
     row "PostgreSQL backends on the GPU" "PostgreSQL is not installed here" "not run"
   else
-    export KVG_BUILD_DIR=${build#"$repo"/}  # Makefile.pgxs links this build's libraries (with the CUDA kernels)
+    export KVG_BUILD_DIR=${build#"$repo"/}  # Makefile.pgxs builds kvg.so in this CMake tree (with the CUDA kernels)
     if ! timeout 300 "$repo/scripts/pg-cluster.sh" start; then
       row "PostgreSQL backends on the GPU" "the cluster or the extension build failed" FAIL
     else

@@ -13,7 +13,9 @@
 # KVG_BUILD_DIR=DIR   reuse an existing CPU-only CMake build tree (configured
 #                     with -DKVG_CUDA=OFF, e.g. build-emu from scripts/test.sh)
 #                     instead of compiling the engine again in the package
-#                     (about 6 of the 8 minutes on 2 cores).
+#                     (about 6 of the 8 minutes on 2 cores); kvg.so and the
+#                     kvg command are then built (if not yet) and installed
+#                     from that tree too (debian/rules).
 # KVG_CMAKE_ARGS      extra cmake arguments for the package's own tree (a
 #                     compiler launcher such as ccache, for instance).
 # Needs debhelper and postgresql-server-dev-all (scripts/install-deps.sh --tests).

@@ -41,11 +41,12 @@ stage_models() {
 }
 
 # make install, with one line per compiled file instead of silence (the
-# first run compiles extension/src/*.cpp and takes minutes on a small machine).
+# first run compiles the engine and extension/src and takes minutes on a small
+# machine; CMake builds it, Makefile.pgxs only calls CMake).
 install_extension() {
   echo "installing the kvg extension (make -f Makefile.pgxs install into $(pg_config --pkglibdir))"
   make -C "$repo" -f Makefile.pgxs -j "$(nproc 2>/dev/null || echo 2)" install |
-    sed -un 's|.* -c -o \(extension/src/[^ ]*\)\.o .*|  compiling \1.cpp|p'
+    sed -un 's|.*Building CXX object extension/CMakeFiles/kvg_extension\.dir/\(src/[^ ]*\)\.o$|  compiling extension/\1|p'
 }
 
 initdb_once() {

@@ -21,7 +21,7 @@
 -- function verifiers run as, in a worker of their own (granted nothing here:
 -- the administrator grants it what verifiers may read; docs/security.md). Rows of kvg.artifacts, kvg.audit
 -- and kvg.knowledge, and the artifacts' large objects, are written by the C
--- code with the rights of the schema owner (extension/src/owner_rights.hpp),
+-- code with the rights of the schema owner (extension/src/roles/owner_rights.hpp),
 -- so no role needs INSERT on them and no SECURITY DEFINER function is needed.
 -- SQL-language functions pin search_path so that a caller's search_path
 -- cannot redirect them (docs/security.md).
@@ -520,7 +520,7 @@ $$;
 COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit row (docs/audit-chain.md).';
 
 -- Inserts one row and links it as the chain's next; returns its id. The
--- audit writer (extension/src/audit_writer.cpp) calls it for every row, in
+-- audit writer (extension/src/workers/writer/writer.cpp) calls it for every row, in
 -- its own READ COMMITTED transaction, many rows per commit: the EXCLUSIVE
 -- lock on the head (readers are not blocked) is held from here to that
 -- commit by the writer alone, never in a caller's transaction.
@@ -721,7 +721,7 @@ COMMENT ON FUNCTION kvg.audit_append_forwarded(jsonb) IS
   'Appends the audit row of a call a hot standby answered; for kvg_audit_writer (docs/scale-out.md).';
 
 -- The columns of an audit row as the extension's C++ knows them (its one
--- table, extension/src/audit_row.cpp), in kvg.audit_insert's order: the
+-- table, extension/src/audit/audit_row.cpp), in kvg.audit_insert's order: the
 -- writer's insert and the forwarded row are made from it, and
 -- tests/pgtap/18_audit_columns.sql checks it against kvg.audit_insert.
 CREATE FUNCTION kvg.audit_columns(OUT "position" integer, OUT name text, OUT sql_type text)
@@ -969,7 +969,7 @@ COMMENT ON FUNCTION kvg.answer_words(text) IS 'An answer''s words as the verifie
 --   exact:<text>      the candidate's words are the words of <text>
 --   regex:<pattern>   the candidate matches <pattern> (a PostgreSQL regular expression)
 -- Function verifiers ("schema"."name") run in a background worker as
--- kvg_verifier (extension/src/verifier_worker.hpp), never through here.
+-- kvg_verifier (extension/src/workers/verifier/verifier_worker.hpp), never through here.
 CREATE FUNCTION kvg.verify(verifier text, question text, candidate text, reference text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -1174,7 +1174,7 @@ COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
 -- and superusers are not subject to the policies. The C code checks a named
 -- artifact (and prefix reuse finds links) with a query under these policies.
 -- kvg.artifact_published reads with the owner's rights
--- (extension/src/artifact_access.cpp), like every read kvg's C code makes of
+-- (extension/src/artifacts/artifact_access.cpp), like every read kvg's C code makes of
 -- kvg.artifacts, so that the policy below can call it without applying
 -- itself again; under the latest committed state.
 CREATE FUNCTION kvg.artifact_published(artifact text) RETURNS boolean

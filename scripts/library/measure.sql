@@ -123,7 +123,7 @@ SET auto_explain.log_min_duration = 0;
 SET auto_explain.log_nested_statements = on;
 SET auto_explain.log_analyze = off;
 SET client_min_messages = log;
-\echo '-- recurring: the key lookup kvg_answer runs (extension/src/knowledge_library.cpp)'
+\echo '-- recurring: the key lookup kvg_answer runs (extension/src/knowledge/knowledge_library.cpp)'
 SELECT id FROM kvg.knowledge k WHERE k.question_key = kvg.question_key(:'q1');
 \echo '-- transfer: kvg.related_knowledge'
 SELECT * FROM kvg.related_knowledge(:'q2', 0.5, 2);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs tests/test_cuda.cpp on the CPU with the CUDA kernels' own source
-# executed by the SIMT emulator (include/simt.hpp): no GPU, no driver.
+# Runs the CUDA executor's tests (tests/cuda/*.cpp) on the CPU with the CUDA
+# kernels' own source executed by the SIMT emulator (include/simt.hpp): no
+# GPU, no driver.
 #
 #   kernels/cuda/emulator/run.sh [BUILD_DIR] [gtest arguments...]
 #
@@ -17,7 +18,7 @@
 # suite runs under the first seed of KVG_SIMT_SEEDS (default "1 2 3 4 5"); the
 # kernel-level tests (KVG_SIMT_SEEDED_FILTER) run again under each other
 # seed (about 10 s of CPU each). Exit status: non-zero if any run failed.
-# Slow (every CUDA thread is a fiber): a few minutes for the whole file.
+# Slow (every CUDA thread is a fiber): a few minutes for the whole suite.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -44,7 +45,10 @@ compile "$here/mock_runtime.cpp" "$out/mock_runtime.o"
 compile "$repo/kernels/cuda/device_matrix.cpp" "$out/device_matrix.o"
 compile "$repo/kernels/cuda/cuda_runtime_probe.cpp" "$out/cuda_runtime_probe.o"
 compile "$repo/engine/cuda_forward.cpp" "$out/cuda_forward.o"
-compile "$repo/tests/test_cuda.cpp" "$out/test_cuda.o"
+# In the order of their names, as CMake links kvg_test_cuda (tests/cuda/fixtures.hpp).
+for source in "$repo"/tests/cuda/*.cpp; do
+  compile "$source" "$out/cuda_$(basename "$source" .cpp).o"
+done
 compile "$repo/tests/emulator/test_emulator.cpp" "$out/test_emulator.o"
 for pid in "${pids[@]}"; do wait "$pid" || { echo "run.sh: a compilation failed" >&2; exit 1; }; done
 # Objects first: they replace the CPU-only build's CUDA stubs in the archives.

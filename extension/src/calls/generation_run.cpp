@@ -1,0 +1,92 @@
+#include "extension/src/calls/generation_run.hpp"
+
+#include "common/error.hpp"
+#include "engine/answer_line.hpp"
+#include "extension/src/artifacts/artifact_cache.hpp"
+#include "extension/src/workers/engine/engine_worker.hpp"
+
+namespace kvg::pg {
+
+namespace {
+
+GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                              GenerateOptions options, const GenerationAsks& asks, std::unique_ptr<Session>& session) {
+  session = std::make_unique<Session>(call.model, call.options);
+  GenerationRun run;
+  run.grafted = graft_stored_prefix(call, *session, prompt, start);
+  std::optional<AnswerLine> line;  // (an answer's prompt is never empty)
+  if (asks.answer_line) {
+    line.emplace(call.model->tokenizer(), prompt.back());
+    options.on_token = [&line](int32_t token) { return line->feed(token); };
+  }
+  run.result = generate(*session, prompt.subspan(size_t(session->n_past())), options);
+  return run;
+}
+
+// What the worker lacks, read with the caller's rights and checked.
+engine_worker::Supply supply_from(EngineCall& call) {
+  return [&call](const std::vector<Digest>& ids) {
+    std::vector<std::pair<Digest, VerifiedBytes::Bytes>> artifacts;
+    for (const Digest& id : ids) artifacts.emplace_back(id, verified_artifact_bytes(call.store, id));
+    return artifacts;
+  };
+}
+
+GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                            const GenerateOptions& options, const GenerationAsks& asks,
+                            std::vector<std::vector<uint8_t>>& links) {
+  if (options.on_token)
+    throw Error(ErrorCode::Internal, "a generation that decides per token runs in its backend, not the worker");
+  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
+  engine_worker::GenerationRequest request;
+  request.model_path = call.model->path();
+  request.model_fingerprint = call.model->fingerprint();
+  request.recipe = call.options.recipe.name();
+  request.device = call.options.device;
+  request.gpu_staging_bytes = call.options.gpu_staging_bytes;
+  request.max_kv_bytes = call.options.max_kv_bytes;
+  request.prompt.assign(prompt.begin(), prompt.end());
+  request.leaf = chosen.chain.leaf;
+  if (request.leaf)
+    for (const StoredArtifact& row : call.store.chain(*request.leaf)) request.links.push_back({row.id, row.loid});
+  request.max_new_tokens = options.max_new_tokens;
+  request.temperature = options.sampling.temperature;
+  request.top_k = options.sampling.top_k;
+  request.top_p = options.sampling.top_p;
+  request.seed = options.sampling.seed;
+  request.stop_at_eos = options.stop_at_eos;
+  request.stop_tokens = options.stop_tokens;
+  request.prefill_chunk = options.prefill_chunk;
+  request.answer_line = asks.answer_line;
+  request.capture_ends = asks.link_ends;
+  engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(call));
+  GenerationRun run;
+  run.grafted.proven = chosen.proven;
+  run.grafted.leaf = chosen.chain.leaf;
+  run.grafted.tokens = ran.done.grafted_tokens;
+  run.grafted.micros = ran.done.graft_micros;
+  run.result = std::move(ran.result);
+  links = std::move(ran.links);
+  return run;
+}
+
+}  // namespace
+
+std::optional<Digest> GenerationRun::store_links(EngineCall& call) const {
+  if (session_) return store_segment_links(call, *session_, grafted, link_ends_);
+  return store_captured_links(call, grafted, links_);
+}
+
+GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                             const GenerateOptions& options, const GenerationAsks& asks) {
+  std::unique_ptr<Session> session;
+  std::vector<std::vector<uint8_t>> links;
+  GenerationRun run = engine_worker::in_use() ? in_the_worker(call, prompt, start, options, asks, links)
+                                              : in_this_backend(call, prompt, start, options, asks, session);
+  run.link_ends_ = asks.link_ends;
+  run.session_ = std::move(session);
+  run.links_ = std::move(links);
+  return run;
+}
+
+}  // namespace kvg::pg

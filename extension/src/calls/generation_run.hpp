@@ -1,0 +1,52 @@
+// A generation of a prompt, run where kvg.engine says: in this backend, or
+// in the engine worker (engine_worker.hpp), with the same bits either way.
+// The caller's side (rights, prefix search, reading artifacts, storing chain
+// links, the audit row) is always this backend's.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/generate.hpp"
+#include "extension/src/calls/prefix_reuse.hpp"
+
+namespace kvg::pg {
+
+// What a generation is asked for beyond GenerateOptions, in terms both
+// places carry out alike.
+struct GenerationAsks {
+  // Stop once the answer line is complete (engine/answer_line.hpp).
+  bool answer_line = false;
+  // Positions whose chain links store_links() stores afterwards
+  // (store_segment_links' `ends`); none: nothing is stored.
+  std::vector<int64_t> link_ends;
+};
+
+class GenerationRun {
+ public:
+  Grafted grafted;
+  GenerateResult result;
+
+  // Stores the chain links asks.link_ends named (store_segment_links), from
+  // this backend's session or from the links the worker captured; returns
+  // the last one.
+  std::optional<Digest> store_links(EngineCall& call) const;
+
+ private:
+  friend GenerationRun run_generation(EngineCall&, std::span<const int32_t>, const StoredPrefix&,
+                                      const GenerateOptions&, const GenerationAsks&);
+  std::vector<int64_t> link_ends_;
+  std::unique_ptr<Session> session_;              // ran in this backend
+  std::vector<std::vector<uint8_t>> links_;  // captured by the worker, in order
+};
+
+// graft_stored_prefix(start) then generate() over the rest of `prompt`.
+// In the worker, options.check is the worker's own (a cancel abandons the
+// call), progress notices are not sent, and options.on_token must be empty
+// (GenerationAsks says what a generation may decide per token).
+GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                             const GenerateOptions& options, const GenerationAsks& asks = {});
+
+}  // namespace kvg::pg

@@ -1,0 +1,131 @@
+// kvg_answer_detail (kvg_answer is its answer column, in SQL): route the
+// question (knowledge_route.hpp), build its prompt from the template, graft
+// the longest stored chain that begins it, decode one line of answer, check a
+// recurring answer with its entry's verifier, store what a transfer or a
+// re-templated recurring prompt computed as chain links, audit the call.
+#include <string>
+
+#include "common/error.hpp"
+#include "engine/answer_line.hpp"
+#include "engine/generate.hpp"
+#include "engine/knowledge_prompt.hpp"
+#include "engine/output_text.hpp"
+#include "extension/src/calls/engine_call.hpp"
+#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/knowledge/knowledge_route.hpp"
+#include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/calls/prefix_reuse.hpp"
+#include "extension/src/knowledge/knowledge_settings.hpp"
+#include "extension/src/model/model_settings.hpp"
+#include "extension/src/spi/sql_values.hpp"
+#include "extension/src/roles/standby.hpp"
+#include "extension/src/knowledge/verifier.hpp"
+#include "extension/src/pg/postgres.hpp"
+
+using namespace kvg;
+using namespace kvg::pg;
+
+namespace {
+
+ResultValue optional_text(const std::optional<std::string>& s) {
+  return s ? ResultValue(text_result(*s)) : std::nullopt;
+}
+
+// The route's prompt. Transfer context that does not fit the model's
+// context with the question is left out, least related entry first, down to
+// none (cold): no library entry can make a question fail that would be
+// answered without it (docs/security.md).
+SegmentedPrompt lay_out_fitting(const Model& model, const KnowledgeTemplate& tmpl, Route& route) {
+  for (;;) {
+    try {
+      return tokenize_segments(model, knowledge_segments(tmpl, route.contexts(), route.question), kCheckInterrupts,
+                               tmpl.markers);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::OutOfRange || route.entries.empty() || route.mode != Route::Mode::Transfer) throw;
+      route.entries.erase(route.entries.begin());
+      if (route.entries.empty()) route.mode = Route::Mode::Cold;
+    }
+  }
+}
+
+}  // namespace
+
+// kvg_answer_detail(question text, max_tokens int default 32) returns
+// table(answer, mode, verified, knowledge_id, artifact, tokens_grafted,
+// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id). On a
+// hot standby audit_id is the row's id on the primary, and NULL only when
+// kvg.allow_unaudited let an answer go without one.
+// decode_ms is everything after the graft: the prefill of what was not
+// grafted and the decoding. A NULL or blank question, or a NULL max_tokens,
+// gives no row (docs/sql.md).
+KVG_SQL_FUNCTION(kvg_answer_detail) {
+  if (arg_is_blank(fcinfo, 0) || arg_is_null(fcinfo, 1)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
+  const int32 max_tokens = PG_GETARG_INT32(1);
+  check_max_tokens(max_tokens);
+
+  EngineCall call;
+  const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
+  KnowledgeLibrary library(call.spi);
+  Route route = route_question(library, question);
+  const KnowledgeTemplate tmpl = knowledge_template_for(*call.model, settings::knowledge_template());
+  const SegmentedPrompt prompt = lay_out_fitting(*call.model, tmpl, route);
+  const int64_t n = int64_t(prompt.tokens.size());
+
+  GenerateOptions options;
+  options.max_new_tokens = max_tokens;
+  options.prefill_chunk = kPrefillChunk;
+  options.check = kCheckInterrupts;
+  options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the answer
+  // Compositions with knowledge are stored so the next call grafts them; a
+  // cold question's prompt is not (it would store every question ever asked).
+  // A standby cannot store: the primary stores them when it answers.
+  GenerationAsks asks;
+  asks.answer_line = true;
+  if (route.mode != Route::Mode::Cold && settings::prefix_reuse() && !on_standby()) asks.link_ends = prompt.ends;
+  // In this backend or in the engine worker (kvg.engine): the same tokens.
+  const GenerationRun run = run_generation(call, prompt.tokens, {}, options, asks);
+  const Grafted& grafted = run.grafted;
+  const GenerateResult& r = run.result;
+  AnswerLine line(call.model->tokenizer(), prompt.tokens.back());
+  for (const int32_t token : r.tokens) line.feed(token);
+  // The line as the model produced it (audited byte for byte) and as text
+  // (what is checked and returned): docs/output-bytes.md.
+  const std::string raw_answer = line.answer();
+  const std::string answer = output_text(raw_answer);
+  run.store_links(call);
+
+  std::optional<bool> verified;
+  if (route.mode == Route::Mode::Recurring) {
+    const KnowledgeEntry& entry = route.entries.front();
+    const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier, entry.verifier_pin},
+                                  entry.question, answer, entry.answer);
+    // A verifier that may not run fails closed: the answer is unverified, and why is said.
+    if (verdict.refusal) warning("knowledge entry " + std::to_string(entry.id) + ": " + *verdict.refusal);
+    verified = verdict.passed;
+  }
+
+  const int64_t grafted_used = grafted_tokens_used(grafted, n);
+  AuditRecord audit = call.audit("answer");
+  audit.input_sha256 = text_sha256(question);
+  audit.set_output(raw_answer);
+  audit.mode = route.mode_name();
+  audit.knowledge_id = route.knowledge_id();
+  audit.verified = verified;
+  audit_generation(audit, call, grafted, prompt.tokens, options, r);
+  // The prompt was laid out from this template (and the model's chat format).
+  audit.template_sha256 = text_sha256(settings::knowledge_template());
+  const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
+
+  return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),
+                        verified ? ResultValue(BoolGetDatum(*verified)) : std::nullopt,
+                        route.knowledge_id() ? ResultValue(Int64GetDatum(*route.knowledge_id())) : std::nullopt,
+                        optional_text(grafted.leaf ? std::optional<std::string>(to_hex(*grafted.leaf)) : std::nullopt),
+                        Int32GetDatum(int32(grafted_used)), Int32GetDatum(int32(n - grafted_used)),
+                        Int32GetDatum(int32(r.tokens.size())), Float8GetDatum(double(grafted.micros) / 1000),
+                        Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000),
+                        audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt}});
+  return Datum(0);
+}

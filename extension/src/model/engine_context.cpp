@@ -1,0 +1,67 @@
+#include "extension/src/model/engine_context.hpp"
+
+#include <string>
+
+#include "common/error.hpp"
+#include "extension/src/model/model_fingerprints.hpp"
+#include "extension/src/model/model_settings.hpp"
+
+namespace kvg::pg {
+
+namespace {
+
+using model_fingerprints::FileIdentity;
+using model_fingerprints::identify;
+
+struct LoadedModel {
+  std::string path;
+  FileIdentity identity;
+  std::shared_ptr<const Model> model;
+};
+
+LoadedModel loaded;  // one per backend
+
+// The model at `path`. Bytes that do not parse as a GGUF model are a wrong
+// setting (22023), not a damaged artifact: say which file and what it is not.
+std::shared_ptr<const Model> load_model(const std::string& path, const FileIdentity& identity) {
+  try {
+    return model_fingerprints::load(path, identity);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Corrupt) throw;
+    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +
+                                                "); a superuser sets kvg.model to the path of one");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> current_model() {
+  const std::string path = settings::model_path();
+  if (path.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                "kvg.model is not set: a superuser must set it to the path of a GGUF model file "
+                "(SET kvg.model = '/path/model.gguf', or in postgresql.conf)");
+  const FileIdentity identity = identify(path);
+  // A mapping cut under an earlier call holds zeros now: map the file again
+  // even if it was restored to the same size and time.
+  if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact()) {
+    loaded = {};  // drop the old mapping before mapping the new file
+    loaded = {path, identity, load_model(path, identity)};
+  }
+  return loaded.model;
+}
+
+EngineOptions current_engine_options() {
+  EngineOptions options;
+  options.threads = settings::threads();
+  options.max_kv_bytes = settings::max_kv_bytes();
+  options.kv_limit_name = "kvg.max_kv_memory";
+  options.device = settings::device();
+  options.recipe = settings::recipe();
+  options.gpu_staging_bytes = settings::gpu_staging_bytes() / CudaForward::kStagingBuffers;
+  return options;
+}
+
+DeviceChoice current_device() { return resolve_device(current_engine_options().device); }
+
+}  // namespace kvg::pg

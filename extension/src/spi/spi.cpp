@@ -1,0 +1,91 @@
+#include "extension/src/spi/spi.hpp"
+
+#include "common/error.hpp"
+#include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/pg/postgres.hpp"
+
+extern "C" {
+#include "utils/snapmgr.h"
+}
+
+namespace kvg::pg {
+
+Spi::Spi() {
+  call([] {
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "kvg: SPI_connect failed");
+  });
+}
+
+Spi::~Spi() {
+  cleanup([] { SPI_finish(); });
+}
+
+namespace {
+
+// Parameters as text datums (SQL casts them: `$2::bigint`).
+struct Params {
+  std::vector<Oid> types;
+  std::vector<Datum> values;
+  std::vector<char> nulls;
+
+  template <typename List>
+  explicit Params(const List& params)
+      : types(params.size(), TEXTOID), values(params.size(), Datum(0)), nulls(params.size(), 'n') {
+    size_t i = 0;
+    for (const SqlValue& p : params) {
+      if (p) {
+        values[i] = call([&] { return PointerGetDatum(cstring_to_text_with_len(p->data(), static_cast<int>(p->size()))); });
+        nulls[i] = ' ';
+      }
+      ++i;
+    }
+  }
+  int count() const { return static_cast<int>(types.size()); }
+};
+
+std::vector<SqlRow> result_rows(int rc, const char* sql) {
+  if (rc < 0) throw Error(ErrorCode::Internal, std::string("SPI failed (") + SPI_result_code_string(rc) + "): " + sql);
+  std::vector<SqlRow> rows;
+  SPITupleTable* table = SPI_tuptable;
+  if (!table) return rows;
+  const int ncols = table->tupdesc->natts;
+  rows.reserve(SPI_processed);
+  for (uint64 r = 0; r < SPI_processed; ++r) {
+    SqlRow& row = rows.emplace_back();
+    for (int c = 1; c <= ncols; ++c) {
+      const char* text = call([&] { return SPI_getvalue(table->vals[r], table->tupdesc, c); });
+      row.push_back(text ? SqlValue(text) : std::nullopt);
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> params) {
+  return run(sql, std::vector<SqlValue>(params));
+}
+
+std::vector<SqlRow> Spi::run(const char* sql, const std::vector<SqlValue>& params) {
+  Params p(params);
+  // read_only = false: a fresh snapshot and command counter per statement,
+  // so each statement sees what the previous ones (and the LO writes) did.
+  const int rc = call([&] {
+    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
+  });
+  return result_rows(rc, sql);
+}
+
+std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlValue> params) {
+  Params p(params);
+  const int rc = call([&] {
+    SPIPlanPtr plan = SPI_prepare(sql, p.count(), p.types.data());
+    if (!plan) return SPI_result;
+    CommandCounterIncrement();  // our own earlier writes belong to the latest state
+    return SPI_execute_snapshot(plan, p.values.data(), p.nulls.data(), GetLatestSnapshot(), InvalidSnapshot, false,
+                                true, 0);
+  });
+  return result_rows(rc, sql);
+}
+
+}  // namespace kvg::pg

@@ -1,0 +1,362 @@
+// The calls' side of the engine worker (engine_worker.hpp): its settings and
+// shared memory, its registration, and one generation handed over and waited
+// for.
+#include "extension/src/workers/engine/engine_worker.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/model/model_settings.hpp"
+#include "extension/src/pg/shared_struct.hpp"
+#include "extension/src/pg/sql_raise.hpp"
+#include "extension/src/pg/postgres.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "storage/shmem.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "extension/src/workers/engine/engine_worker_shmem.hpp"
+#include "extension/src/workers/protocol/wire.hpp"
+#include "extension/src/workers/segment/toc_segment.hpp"
+
+namespace kvg::pg::engine_worker {
+
+namespace {
+
+using worker_protocol::SlotState;
+
+constexpr const char* kTranche = "kvg_engine";
+// How long a call waits for a worker that is (re)starting before refusing.
+constexpr int kStartWaitMs = 10000;
+constexpr const char* kDownState = "57V02";
+constexpr const char* kDownHint =
+    "The engine worker is a background worker of kvg (see kvg_engine_worker() and the server log); the postmaster "
+    "restarts it. SET kvg.engine = backend runs calls in their own backend meanwhile (a superuser's setting).";
+
+enum EngineMode { kBackend, kWorker };
+const struct config_enum_entry engine_modes[] = {
+    {"backend", kBackend, false},
+    {"worker", kWorker, false},
+    {nullptr, 0, false},
+};
+int engine_mode = kBackend;
+int engine_threads = 0;
+int engine_max_batch = 32;
+int engine_kv_memory_kb = 4 << 20;
+int engine_cache_memory_kb = 1 << 20;
+
+Shared* shared_memory = nullptr;
+// One request slot per process (shared_struct.hpp).
+const SharedStruct kSharedMemory = per_process_struct("kvg engine worker", kTranche, &shared_memory);
+
+void register_worker() {
+  BackgroundWorker worker{};
+  // No database: it reads nothing but what calls hand it.
+  worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+  worker.bgw_start_time = BgWorkerStart_ConsistentState;
+  worker.bgw_restart_time = 1;  // seconds after it exits with an error
+  strlcpy(worker.bgw_library_name, "kvg", BGW_MAXLEN);
+  strlcpy(worker.bgw_function_name, "kvg_engine_worker_main", BGW_MAXLEN);
+  strlcpy(worker.bgw_name, "kvg engine worker", BGW_MAXLEN);
+  strlcpy(worker.bgw_type, "kvg engine worker", BGW_MAXLEN);
+  RegisterBackgroundWorker(&worker);
+}
+
+[[noreturn]] void worker_down(const std::string& why) { raise_sqlstate(kDownState, "kvg: " + why, kDownHint); }
+
+// A backend that exits while its call is queued or running (terminated,
+// say) gives its slot up, so the worker drops the sequence at once.
+void abandon_at_exit(int, Datum) {
+  if (!shared_memory || !MyProc) return;
+  LWLockReleaseAll();
+  LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+  Slot& s = shared_memory->slots[MyProc->pgprocno];
+  if (s.caller == MyProcPid) (void)s.request.abandon(s.request.request);
+  LWLockRelease(shared_memory->lock);
+}
+
+// The segment of one call (engine_worker_shmem.hpp: CallKey): the request,
+// and the two queues attached from this side.
+struct CallSegment {
+  dsm_segment* segment;
+  shm_mq_handle* replies;
+  shm_mq_handle* supply;
+};
+
+// Plain C calls on what the caller made: run under pg::call.
+CallSegment create_call_segment(const GenerationRequest& request, size_t queue_bytes) {
+  const size_t request_bytes = worker_protocol::framed_size(request);
+  const toc_segment::Chunk chunks[] = {
+      {kRequestKey, request_bytes}, {kReplyQueueKey, queue_bytes}, {kSupplyQueueKey, kSupplyQueueBytes}};
+  void* places[3];
+  dsm_segment* segment = toc_segment::create(kCallMagic, chunks, places);
+  worker_protocol::encode_framed(request, static_cast<char*>(places[0]), request_bytes);  // sized for it
+  shm_mq* replies = shm_mq_create(places[1], queue_bytes);
+  shm_mq_set_receiver(replies, MyProc);
+  shm_mq* supply = shm_mq_create(places[2], kSupplyQueueBytes);
+  shm_mq_set_sender(supply, MyProc);
+  return {segment, shm_mq_attach(replies, segment, nullptr), shm_mq_attach(supply, segment, nullptr)};
+}
+
+// A call in flight: its segment and slot. Leaving before the end (an error,
+// an interrupt) gives the slot back, or marks it abandoned if the worker has
+// it; the transaction's abort detaches the segment.
+class Call {
+ public:
+  Call(const CallSegment& segment, int slot, uint64_t request) : segment_(segment), slot_(slot), request_(request) {}
+  ~Call() {
+    // Plain C calls that do not raise: this may run while an error unwinds.
+    LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+    (void)shared_memory->slots[slot_].request.abandon(request_);
+    LWLockRelease(shared_memory->lock);
+    if (!finished_) return;
+    for (dsm_segment* supplied : supplied_) cleanup([supplied] { dsm_detach(supplied); });
+    cleanup([this] { dsm_detach(segment_.segment); });
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  shm_mq_handle* replies() const { return segment_.replies; }
+  void finished() { finished_ = true; }
+
+  // Answers a Need: the artifacts in a segment of their own, its handle on
+  // the supply queue. The segment lives until the call ends (the worker
+  // copies from it before it grafts).
+  void send_supply(const std::vector<std::pair<Digest, VerifiedBytes::Bytes>>& artifacts) {
+    worker_protocol::SuppliedArtifacts supplied;
+    for (const auto& [id, bytes] : artifacts) supplied.artifacts.push_back({id, bytes});
+    const toc_segment::Chunk chunk{kSuppliedKey, worker_protocol::framed_size(supplied)};
+    void* place = nullptr;
+    supplied_.push_back(call([&chunk, &place] { return toc_segment::create(kSupplyMagic, {&chunk, 1}, &place); }));
+    dsm_segment* segment = supplied_.back();
+    worker_protocol::encode_framed(supplied, static_cast<char*>(place), chunk.bytes);
+    const std::string notice = worker_protocol::encode(worker_protocol::SupplyNotice{dsm_segment_handle(segment)});
+    const shm_mq_result sent =
+        call([&] { return shm_mq_send(segment_.supply, notice.size(), notice.data(), false, true); });
+    if (sent != SHM_MQ_SUCCESS) worker_down("the engine worker stopped while it ran this call");
+  }
+
+  // Whether a worker may still answer: one runs, or has not been waited
+  // for kStartWaitMs, while the call is queued; the one that claimed it
+  // runs still, once claimed.
+  bool worker_alive() const {
+    LWLockAcquire(shared_memory->lock, LW_SHARED);
+    const Slot& s = shared_memory->slots[slot_];
+    const bool running = shared_memory->pid != 0;
+    const bool alive = s.request.state == SlotState::Queued
+                           ? running || !TimestampDifferenceExceeds(s.queued_at, GetCurrentTimestamp(), kStartWaitMs)
+                           : running && shared_memory->starts == s.claimed_by;
+    LWLockRelease(shared_memory->lock);
+    return alive;
+  }
+
+  // A worker that started after this call was queued has not seen the
+  // queue: wake it.
+  void wake_worker_if_queued() const {
+    LWLockAcquire(shared_memory->lock, LW_SHARED);
+    Latch* latch = shared_memory->slots[slot_].request.state == SlotState::Queued ? shared_memory->latch : nullptr;
+    LWLockRelease(shared_memory->lock);
+    if (latch) SetLatch(latch);
+  }
+
+ private:
+  CallSegment segment_;
+  int slot_;
+  uint64_t request_;
+  bool finished_ = false;
+  std::vector<dsm_segment*> supplied_;
+};
+
+// Queues the call in this backend's slot and wakes the worker.
+uint64_t queue_call(const CallSegment& segment) {
+  static worker_protocol::RequestIds request_ids;
+  const uint64_t request_id = request_ids.next(MyProcPid);
+  LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
+  Slot& s = shared_memory->slots[MyProc->pgprocno];
+  (void)s.request.queue(request_id);  // a fresh id: always queued
+  s.segment = dsm_segment_handle(segment.segment);
+  s.caller = MyProcPid;
+  s.queued_at = GetCurrentTimestamp();
+  s.claimed_by = 0;
+  Latch* worker_latch = shared_memory->latch;
+  const bool running = shared_memory->pid != 0;
+  LWLockRelease(shared_memory->lock);
+  if (running && worker_latch) SetLatch(worker_latch);
+  return request_id;
+}
+
+// One reply taken into `out`: true at the end (Done), after raising the
+// worker's error for Failed.
+bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, const Supply& supply, WorkerGeneration& out) {
+  using namespace worker_protocol;
+  if (auto* token = std::get_if<TokenReply>(&reply)) {
+    out.result.tokens.push_back(token->token);
+    return false;
+  }
+  if (auto* need = std::get_if<NeedReply>(&reply)) {
+    in_flight.send_supply(supply(need->ids));
+    return false;
+  }
+  if (auto* link = std::get_if<LinkReply>(&reply)) {
+    out.links.push_back(std::move(link->artifact));
+    return false;
+  }
+  in_flight.finished();
+  if (auto* failed = std::get_if<FailedReply>(&reply)) {
+    if (const auto code = failed->code()) throw Error(*code, failed->message);
+    raise_sqlstate(failed->sqlstate.c_str(), failed->message, {});
+  }
+  out.done = std::get<DoneReply>(reply);
+  out.result.stopped_at_eos = out.done.stopped_at_eos;
+  out.result.prefill_seconds = out.done.prefill_seconds;
+  out.result.decode_seconds = out.done.decode_seconds;
+  return true;
+}
+
+}  // namespace
+
+Shared* shared() { return shared_memory; }
+
+void setup_at_preload() {
+  request_shared_struct(kSharedMemory);
+  register_worker();
+}
+
+void define_settings() {
+  // The worker exists only when the postmaster loaded kvg: the default there.
+  const int by_default = process_shared_preload_libraries_in_progress ? kWorker : kBackend;
+  DefineCustomEnumVariable("kvg.engine", "Where generations run: in the caller's backend, or in kvg's engine worker.",
+                           "worker (the default when kvg is preloaded): one process runs every session's "
+                           "generations in shared batched passes, with the same bits.",
+                           &engine_mode, by_default, engine_modes, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_threads", "CPU threads the engine worker's passes use (0: kvg.max_threads).",
+                          nullptr, &engine_threads, 0, 0, 1024, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_max_batch", "The most sequences the engine worker runs at once.",
+                          "Requests beyond it wait for a sequence to end.", &engine_max_batch, 32, 1, 4096,
+                          PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_kv_memory", "KV cache memory all the engine worker's sequences may reserve.",
+                          "A request waits for room; one that could never fit is refused (53200).",
+                          &engine_kv_memory_kb, 4 << 20, 1024, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
+  DefineCustomIntVariable("kvg.engine_cache_memory",
+                          "Memory the engine worker keeps verified artifacts in, for every backend's grafts (0: off).",
+                          "Least recently used first out; kvg_engine_worker() shows its use.",
+                          &engine_cache_memory_kb, 1 << 20, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
+}
+
+bool in_use() { return engine_mode == kWorker; }
+int threads() { return engine_threads > 0 ? engine_threads : settings::max_threads(); }
+int max_batch() { return engine_max_batch; }
+int64_t kv_memory_bytes() { return int64_t(engine_kv_memory_kb) * 1024; }
+uint64_t cache_bytes() { return uint64_t(engine_cache_memory_kb) * 1024; }
+
+GenerateOptions generate_options(const GenerationRequest& r) {
+  GenerateOptions options;
+  options.max_new_tokens = r.max_new_tokens;
+  options.sampling.temperature = r.temperature;
+  options.sampling.top_k = r.top_k;
+  options.sampling.top_p = r.top_p;
+  options.sampling.seed = r.seed;
+  options.stop_at_eos = r.stop_at_eos;
+  options.stop_tokens = r.stop_tokens;
+  options.prefill_chunk = r.prefill_chunk;
+  return options;
+}
+
+WorkerGeneration generate(const GenerationRequest& request, const Supply& supply) {
+  if (!shared_memory)
+    raise_sqlstate("55000", "kvg: kvg.engine = worker needs kvg loaded at server start",
+                   "Add to postgresql.conf: shared_preload_libraries = 'kvg' and restart the server.");
+  GenerationRequest here = request;
+  here.database = MyDatabaseId;  // the key of the chain's links in the worker's cache
+  static bool exit_hook = false;
+  const size_t queue_bytes = request.capture_ends.empty() ? kReplyQueueBytes : kLinkReplyQueueBytes;
+  const CallSegment segment = call([&here, queue_bytes] {
+    if (!exit_hook) {
+      before_shmem_exit(abandon_at_exit, 0);
+      exit_hook = true;
+    }
+    return create_call_segment(here, queue_bytes);
+  });
+  Call in_flight(segment, MyProc->pgprocno, queue_call(segment));
+
+  WorkerGeneration out;
+  for (;;) {
+    Size n = 0;
+    void* data = nullptr;
+    const shm_mq_result got = call([&] { return shm_mq_receive(in_flight.replies(), &n, &data, true); });
+    if (got == SHM_MQ_SUCCESS) {
+      auto reply = worker_protocol::decode<worker_protocol::EngineReply>(
+          std::string_view(static_cast<const char*>(data), n));
+      if (take_reply(std::move(reply), in_flight, supply, out)) return out;
+      continue;
+    }
+    if (got == SHM_MQ_DETACHED) worker_down("the engine worker stopped while it ran this call");
+    if (!in_flight.worker_alive())
+      worker_down("the engine worker is not running (it did not take this call within " +
+                  std::to_string(kStartWaitMs / 1000) + " s, or stopped after taking it)");
+    // The worker sets this latch with every reply (shm_mq); the timeout
+    // only bounds how soon a stopped worker is noticed.
+    call([] {
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+      ResetLatch(MyLatch);
+      CHECK_FOR_INTERRUPTS();
+    });
+    in_flight.wake_worker_if_queued();
+  }
+}
+
+}  // namespace kvg::pg::engine_worker
+
+using namespace kvg::pg::engine_worker;
+
+extern "C" {
+
+// kvg_engine_worker(): the worker's state and figures, one row. Plain C:
+// nothing to unwind.
+PG_FUNCTION_INFO_V1(kvg_engine_worker);
+Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
+  InitMaterializedSRF(fcinfo, 0);
+  ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  if (!shared()) return Datum(0);
+  LWLockAcquire(shared()->lock, LW_SHARED);
+  const pid_t pid = shared()->pid;
+  const uint64_t starts = shared()->starts;
+  const Figures f = shared()->figures;
+  LWLockRelease(shared()->lock);
+  Datum values[16] = {Int32GetDatum(pid),
+                      Int64GetDatum(int64(starts)),
+                      CStringGetTextDatum(f.model),
+                      Int32GetDatum(f.sequences),
+                      Int32GetDatum(f.queued),
+                      Int32GetDatum(f.batch_peak),
+                      Int64GetDatum(f.kv_bytes),
+                      Int64GetDatum(int64(f.passes)),
+                      Int64GetDatum(int64(f.rows)),
+                      Int64GetDatum(int64(f.served)),
+                      Int64GetDatum(int64(f.failed)),
+                      Int64GetDatum(int64(f.cache_entries)),
+                      Int64GetDatum(int64(f.cache_bytes)),
+                      Int64GetDatum(int64(f.cache_hits)),
+                      Int64GetDatum(int64(f.cache_misses)),
+                      Int64GetDatum(int64(f.gpu_weight_uploads))};
+  bool nulls[16] = {};
+  nulls[0] = pid == 0;
+  nulls[2] = f.model[0] == '\0';
+  tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+  return Datum(0);
+}
+
+}

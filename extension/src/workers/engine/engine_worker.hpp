@@ -1,0 +1,66 @@
+// The engine worker: one background worker per server that runs the
+// generations of every SQL session (kvg.engine = worker) in shared forward
+// passes: at each step one batched pass carries every running sequence's
+// next decode row and the next chunk of each pending prefill, so the weights
+// are read once per step for all of them instead of once per backend.
+// Batching changes no bit (engine/generate.hpp: step_together), so an answer
+// is the same bytes in either mode.
+//
+// A backend does everything that needs the caller's rights and transaction
+// itself (reading the prompt's artifacts, prefix search, the audit row); it
+// hands the worker a request (protocol/engine_messages.hpp) through a
+// dynamic shared memory segment and a slot of kvg's shared memory
+// (protocol/request_slot.hpp), and reads the tokens back from a small queue. A cancel, statement_timeout or exit of the
+// caller abandons its slot and the worker drops the sequence at its next
+// step; a caller that stops reading fills its queue and only its own sequence
+// waits. The worker is started by the postmaster and restarted by it when it
+// exits with an error; calls it held fail (57V02) and the next ones run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "engine/generate.hpp"
+#include "extension/src/workers/protocol/engine_messages.hpp"
+#include "storage/verified_bytes.hpp"
+
+namespace kvg::pg::engine_worker {
+
+using GenerationRequest = worker_protocol::GenerationRequest;
+using Done = worker_protocol::DoneReply;
+
+// The options the worker generates with: the request's, as kvg_generate's.
+GenerateOptions generate_options(const GenerationRequest& request);
+
+// From _PG_init under shared_preload_libraries: the worker's registration
+// and its shared memory.
+void setup_at_preload();
+// From _PG_init: kvg.engine and the worker's limits.
+void define_settings();
+
+// kvg.engine = worker (the default when preloaded): generations run in the worker.
+bool in_use();
+// The worker's limits (read by the worker on SIGHUP).
+int threads();             // kvg.engine_threads (0: kvg.max_threads)
+int max_batch();           // kvg.engine_max_batch: sequences in one pass
+int64_t kv_memory_bytes(); // kvg.engine_kv_memory: KV all running sequences may reserve
+uint64_t cache_bytes();    // kvg.engine_cache_memory: the worker's verified-artifact cache (0: off)
+
+struct WorkerGeneration {
+  GenerateResult result;
+  Done done;
+  std::vector<std::vector<uint8_t>> links;  // request.capture_ends' links, in order
+};
+
+// The verified bytes of the artifacts the worker lacks (a Need), read with
+// the caller's rights.
+using Supply = std::function<std::vector<std::pair<Digest, VerifiedBytes::Bytes>>(const std::vector<Digest>& ids)>;
+
+// Runs `request` in the worker and waits, interruptibly, for its end.
+// Raises 57V02 when the worker is not running or stops while it holds the
+// call, and the worker's error (its SQLSTATE) when it refused or failed it.
+WorkerGeneration generate(const GenerationRequest& request, const Supply& supply);
+
+}  // namespace kvg::pg::engine_worker

@@ -1,0 +1,534 @@
+// The engine worker's process (engine_worker.hpp): it claims queued
+// generations, admits them within kvg.engine_max_batch and
+// kvg.engine_kv_memory, and at every step runs one batched forward pass per
+// model and recipe over the next part of every running sequence
+// (engine/generate.hpp: step_together), then streams each new token to its
+// caller without ever waiting for one.
+//
+// Errors: a request's own failure (a bad chain, a model that changed, no
+// room) is sent to its caller, and the worker goes on. A PostgreSQL ERROR in
+// the worker's own calls (out of dynamic shared memory, say) ends the process
+// (exit 1: the postmaster restarts it); every C++ object here lives for the
+// whole process, so ending it skips nothing that would outlive it.
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/answer_line.hpp"
+#include "engine/generate.hpp"
+#include "engine/graft.hpp"
+#include "engine/session.hpp"
+#include "extension/src/artifacts/artifact_cache.hpp"
+#include "extension/src/workers/engine/engine_worker.hpp"
+#include "extension/src/model/model_fingerprints.hpp"
+#include "extension/src/pg/postgres.hpp"
+
+extern "C" {
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "extension/src/workers/engine/engine_worker_shmem.hpp"
+#include "extension/src/workers/segment/toc_segment.hpp"
+
+namespace kvg::pg::engine_worker {
+
+namespace {
+
+using namespace worker_protocol;
+
+// Each reply as the bytes of an EngineReply (protocol/engine_messages.hpp).
+template <class Reply>
+std::string reply_bytes(Reply reply) {
+  return encode(EngineReply(std::move(reply)));
+}
+
+// A device the engine knows (engine/device.hpp), else the request is refused.
+void check_device(const GenerationRequest& r) {
+  if (int(r.device) < int(Device::Cpu) || int(r.device) > int(Device::Auto))
+    throw ProtocolError("names no device (" + std::to_string(int(r.device)) + ")");
+}
+
+// A request refused for what it asks, with the SQLSTATE its caller raises.
+struct Refusal {
+  const char* sqlstate;
+  std::string message;
+};
+
+struct Sequence {
+  int slot = 0;
+  uint64_t request = 0;
+  dsm_segment* segment = nullptr;
+  shm_mq_handle* replies = nullptr;
+  shm_mq_handle* supply = nullptr;  // the caller's answers to a Need
+  GenerationRequest asked;
+  std::map<Digest, VerifiedBytes::Bytes> held;  // the chain's links, verified, this sequence holds
+  bool awaiting_bytes = false;                   // a Need sent, its answer not received
+  std::shared_ptr<const Model> model;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<Generation> generation;
+  std::unique_ptr<AnswerLine> line;  // when asked to stop at the answer line's end
+  int64_t kv_bytes = 0;  // reserved against kvg.engine_kv_memory
+  Done done;
+  std::deque<std::string> outbox;  // replies the caller's queue had no room for yet
+  size_t tokens_sent = 0;          // of generation->result().tokens, put in the outbox
+  bool ended = false;              // its last reply is in the outbox
+  bool gone = false;               // its caller left: drop it
+};
+
+class Worker {
+ public:
+  void run();
+
+ private:
+  void claim();
+  void admit();
+  std::string start(Sequence& s);
+  void receive_supply(Sequence& s);
+  bool step();
+  void queue_replies(Sequence& s);
+  void flush(Sequence& s);
+  void reap();
+  void fail(Sequence& s, FailedReply reply);
+  std::unique_ptr<Sequence> attach(int slot, uint64_t request, dsm_handle handle);
+  void publish();
+  std::shared_ptr<const Model> model_for(const GenerationRequest& r);
+
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // claimed, not admitted yet
+  std::vector<std::unique_ptr<Sequence>> running_;
+  struct LoadedModel {
+    model_fingerprints::FileIdentity file;
+    std::shared_ptr<const Model> model;
+  };
+  std::map<std::string, LoadedModel> models_;  // by path
+  std::string last_model_;
+  ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
+  int64_t kv_in_use_ = 0;
+  int batch_peak_ = 0;
+  uint64_t passes_ = 0, rows_ = 0, served_ = 0, failed_ = 0;
+};
+
+// Ends `s` with a Failed reply.
+void Worker::fail(Sequence& s, FailedReply reply) {
+  s.outbox.clear();
+  s.outbox.push_back(reply_bytes(std::move(reply)));
+  s.ended = true;
+  ++failed_;
+}
+
+// Takes every queued request: attaches its segment, reads it, and attaches
+// as the sender of its reply queue.
+void Worker::claim() {
+  Shared* sh = shared();
+  struct Taken {
+    int slot;
+    uint64_t request;
+    dsm_handle handle;
+  };
+  std::vector<Taken> taken;
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  for (int i = 0; i < sh->slot_count; ++i) {
+    Slot& slot = sh->slots[i];
+    const std::optional<uint64_t> request = slot.request.claim();
+    if (!request) continue;
+    slot.claimed_by = sh->starts;  // this worker's: a restart tells its callers it is gone
+    taken.push_back({i, *request, slot.segment});
+  }
+  LWLockRelease(sh->lock);
+  for (const Taken& t : taken)
+    if (auto s = attach(t.slot, t.request, t.handle)) waiting_.push_back(std::move(s));
+}
+
+// A claimed call's sequence: its segment (shm_toc, engine_worker_shmem.hpp),
+// its queues, its request; nullptr when its caller is gone already. A
+// request that does not decode is failed, to its caller.
+std::unique_ptr<Sequence> Worker::attach(int slot, uint64_t request, dsm_handle handle) {
+  dsm_segment* segment = dsm_attach(handle);
+  if (!segment) return nullptr;
+  auto* replies = static_cast<shm_mq*>(toc_segment::find(segment, kCallMagic, kReplyQueueKey));
+  auto* supply = static_cast<shm_mq*>(toc_segment::find(segment, kCallMagic, kSupplyQueueKey));
+  // Not a call's segment: without its queues there is no one to tell.
+  if (!replies || !supply) elog(ERROR, "kvg engine worker: a call's segment is not laid out as a call's");
+  auto s = std::make_unique<Sequence>();
+  s->slot = slot;
+  s->request = request;
+  s->segment = segment;
+  shm_mq_set_sender(replies, MyProc);
+  s->replies = shm_mq_attach(replies, segment, nullptr);
+  shm_mq_set_receiver(supply, MyProc);
+  s->supply = shm_mq_attach(supply, segment, nullptr);
+  try {
+    s->asked = toc_segment::read_framed<GenerationRequest>(segment, kCallMagic, kRequestKey);
+    check_device(s->asked);
+  } catch (const Error& e) {
+    fail(*s, FailedReply::of(e));
+  }
+  return s;
+}
+
+// The model at the request's path, mapped again when the file there is not
+// the one mapped (replaced, truncated: its identity changed, as a backend
+// checks it on every call) or a read from the mapping failed.
+std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
+  const model_fingerprints::FileIdentity file = model_fingerprints::identify(r.model_path);
+  auto it = models_.find(r.model_path);
+  if (it == models_.end() || !(it->second.file == file) || it->second.model->fingerprint() != r.model_fingerprint ||
+      !it->second.model->weights_intact()) {
+    if (it != models_.end()) models_.erase(it);  // unmap before mapping the file again
+    auto model = model_fingerprints::load(r.model_path, file);
+    if (model->fingerprint() != r.model_fingerprint)
+      throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
+                                                "' is not the same file in the engine worker as in the caller's "
+                                                "backend (it changed between their loads): call again");
+    it = models_.emplace(r.model_path, LoadedModel{file, std::move(model)}).first;
+    last_model_ = r.model_path;
+  }
+  return it->second.model;
+}
+
+// The session of a claimed request, its graft, its generation, and the KV it
+// may take; "" when started, else why it cannot start yet (no room).
+std::string Worker::start(Sequence& s) {
+  const GenerationRequest& r = s.asked;
+  s.model = model_for(r);
+  EngineOptions options;
+  options.recipe = parse_recipe(r.recipe);
+  options.device = r.device;  // resolved here: the worker's own GPU, its one context
+  options.gpu_staging_bytes = size_t(r.gpu_staging_bytes);
+  options.threads = threads();
+  // The context this generation can reach: what the worker reserves for it.
+  options.max_context = int64_t(r.prompt.size()) + std::max<int64_t>(r.max_new_tokens, 1);
+  options.max_kv_bytes = r.max_kv_bytes;
+  options.kv_limit_name = "kvg.max_kv_memory";
+  auto session = std::make_unique<Session>(s.model, options);
+  const int64_t need = session->kv_cache().bytes_for(session->max_context());
+  if (need > kv_memory_bytes())
+    throw Refusal{"53200", "kvg: this generation needs " + std::to_string(need >> 10) +
+                               " kB of KV cache, more than kvg.engine_kv_memory (" +
+                               std::to_string(kv_memory_bytes() >> 10) + " kB) allows the engine worker in all"};
+  if (kv_in_use_ + need > kv_memory_bytes()) return "kvg.engine_kv_memory";
+  if (r.leaf) {
+    std::vector<Digest> missing;
+    for (const auto& link : r.links) {
+      if (s.held.count(link.id)) continue;
+      if (auto bytes = cache_.find(ArtifactCacheKey{r.database, link.id, link.loid})) {
+        s.held[link.id] = std::move(bytes);
+        continue;
+      }
+      cache_.count_miss();
+      missing.push_back(link.id);
+    }
+    if (!missing.empty()) {
+      if (s.awaiting_bytes) return "the caller's artifacts";
+      s.outbox.push_back(reply_bytes(NeedReply{std::move(missing)}));
+      s.awaiting_bytes = true;
+      return "the caller's artifacts";
+    }
+    const auto began = std::chrono::steady_clock::now();
+    // Verified by the caller's backend, as its own cache verifies them
+    // (artifact_cache.hpp: verified_artifact_bytes): not hashed again.
+    const ArtifactOpener open = [&s](const Digest& id) -> std::unique_ptr<ByteSource> {
+      auto it = s.held.find(id);
+      if (it == s.held.end()) throw Error(ErrorCode::NotFound, "artifact " + to_hex(id) + " is not in the chain sent");
+      return std::make_unique<VerifiedBytes>(VerifiedBytes::vouched(it->second, id));
+    };
+    // graft() checks every link again: its hash, model, recipe, positions
+    // and that the prompt begins with its tokens.
+    s.done.grafted_tokens = graft(*session, *r.leaf, open, std::span<const int32_t>(r.prompt)).n_tokens;
+    s.done.graft_micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count();
+  }
+  const auto rest = std::span<const int32_t>(r.prompt).subspan(size_t(session->n_past()));
+  GenerateOptions options_for_generation = generate_options(r);
+  if (r.answer_line) {
+    s.line = std::make_unique<AnswerLine>(s.model->tokenizer(), r.prompt.back());
+    options_for_generation.on_token = [line = s.line.get()](int32_t token) { return line->feed(token); };
+  }
+  s.generation = std::make_unique<Generation>(*session, rest, std::move(options_for_generation));
+  s.session = std::move(session);
+  s.held.clear();  // grafted: the cache keeps what it may
+  s.kv_bytes = need;
+  kv_in_use_ += need;
+  return {};
+}
+
+// The caller's answer to a Need: the artifacts, copied out of the segment
+// it sent, kept for this sequence and in the cache.
+void Worker::receive_supply(Sequence& s) {
+  Size n = 0;
+  void* data = nullptr;
+  const shm_mq_result got = shm_mq_receive(s.supply, &n, &data, true);
+  if (got == SHM_MQ_DETACHED) s.gone = true;
+  if (got != SHM_MQ_SUCCESS) return;
+  const SupplyNotice notice = decode<SupplyNotice>(std::string_view(static_cast<const char*>(data), n));
+  dsm_segment* segment = dsm_attach(notice.segment);
+  if (!segment)
+    return fail(s, FailedReply::of("XX000", "kvg: the artifacts sent to the engine worker were gone before it read them"));
+  SuppliedArtifacts supplied;
+  try {
+    supplied = toc_segment::read_framed<SuppliedArtifacts>(segment, kSupplyMagic, kSuppliedKey);
+  } catch (const Error&) {
+    dsm_detach(segment);
+    throw;
+  }
+  dsm_detach(segment);
+  for (auto& [id, bytes] : supplied.artifacts) {
+    const auto link = std::find_if(s.asked.links.begin(), s.asked.links.end(), [&](auto& l) { return l.id == id; });
+    if (link == s.asked.links.end()) continue;
+    cache_.insert(ArtifactCacheKey{s.asked.database, id, link->loid}, bytes, cache_bytes());
+    s.held[id] = std::move(bytes);
+  }
+  s.awaiting_bytes = false;
+}
+
+// Starts waiting requests in the order they came while there is room; one
+// waiting for its caller's artifacts lets the ones behind it go first.
+void Worker::admit() {
+  for (auto it = waiting_.begin(); it != waiting_.end() && int(running_.size()) < max_batch();) {
+    Sequence& s = **it;
+    if (s.awaiting_bytes && !s.ended && !s.gone) {
+      try {
+        receive_supply(s);
+      } catch (const Error& e) {
+        fail(s, FailedReply::of(e));
+      }
+      if (s.awaiting_bytes && !s.gone) {
+        ++it;
+        continue;
+      }
+    }
+    if (!s.ended && !s.gone) {
+      std::string no_room;
+      try {
+        no_room = start(s);
+      } catch (const Refusal& r) {
+        fail(s, FailedReply::of(r.sqlstate, r.message));
+      } catch (const Error& e) {
+        fail(s, FailedReply::of(e));
+      } catch (const std::bad_alloc&) {
+        fail(s, FailedReply::of("53200", "kvg: the engine worker is out of memory for this generation"));
+      }
+      if (s.awaiting_bytes) {
+        ++it;
+        continue;
+      }
+      if (!no_room.empty()) break;  // the first in line waits; the rest wait behind it
+    }
+    running_.push_back(std::move(*it));
+    it = waiting_.erase(it);
+  }
+}
+
+// One pass per model and recipe over every running sequence whose caller
+// has room for its replies; false when none could take part.
+bool Worker::step() {
+  std::map<std::pair<const Model*, std::string>, std::vector<Sequence*>> groups;
+  for (auto& s : running_)
+    if (s->generation && !s->ended && !s->gone && s->outbox.empty())
+      groups[{s->model.get(), s->asked.recipe + "@" + device_name(s->session->runs_on())}].push_back(s.get());
+  for (auto& [key, members] : groups) {
+    std::vector<Generation*> generations;
+    for (Sequence* s : members) generations.push_back(s->generation.get());
+    try {
+      step_together(generations);
+    } catch (const Error& e) {
+      for (Sequence* s : members) fail(*s, FailedReply::of(e));
+      continue;
+    } catch (const std::bad_alloc&) {
+      for (Sequence* s : members)
+        fail(*s, FailedReply::of("53200", "kvg: the engine worker ran out of memory in a forward pass"));
+      continue;
+    }
+    ++passes_;
+    rows_ += members.size();
+    batch_peak_ = std::max(batch_peak_, int(members.size()));
+    for (Sequence* s : members) {
+      s->done.batch_peak = std::max(s->done.batch_peak, int32_t(members.size()));
+      try {
+        queue_replies(*s);
+      } catch (const Error& e) {
+        fail(*s, FailedReply::of(e));
+      } catch (const std::bad_alloc&) {
+        fail(*s, FailedReply::of("53200", "kvg: the engine worker ran out of memory capturing a chain link"));
+      }
+    }
+  }
+  return !groups.empty();
+}
+
+void Worker::queue_replies(Sequence& s) {
+  const GenerateResult& result = s.generation->result();
+  for (; s.tokens_sent < result.tokens.size(); ++s.tokens_sent)
+    s.outbox.push_back(reply_bytes(TokenReply{result.tokens[s.tokens_sent]}));
+  if (!s.generation->finished()) return;
+  // The links the caller stores, as store_segment_links() walks them.
+  std::optional<Digest> parent = s.asked.leaf;
+  int64_t from = s.done.grafted_tokens;
+  for (const int64_t end : s.asked.capture_ends) {
+    if (end <= from) continue;
+    MemorySink artifact;
+    parent = capture(*s.session, from, end, parent, artifact);
+    s.outbox.push_back(reply_bytes(LinkReply{artifact.bytes()}));
+    from = end;
+  }
+  s.done.stopped_at_eos = result.stopped_at_eos;
+  s.done.prefill_seconds = result.prefill_seconds;
+  s.done.decode_seconds = result.decode_seconds;
+  s.outbox.push_back(reply_bytes(s.done));
+  s.ended = true;
+  ++served_;
+}
+
+// Sends what fits; never waits for the caller.
+void Worker::flush(Sequence& s) {
+  while (!s.outbox.empty() && !s.gone) {
+    const std::string& m = s.outbox.front();
+    const shm_mq_result sent = shm_mq_send(s.replies, m.size(), m.data(), true, true);
+    if (sent == SHM_MQ_WOULD_BLOCK) return;
+    if (sent == SHM_MQ_DETACHED) s.gone = true;
+    else s.outbox.pop_front();
+  }
+}
+
+// Drops the sequences whose caller left and those whose last reply went.
+void Worker::reap() {
+  Shared* sh = shared();
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  auto check = [sh](Sequence& s) {
+    Slot& slot = sh->slots[s.slot];
+    if (!slot.request.holds(s.request)) s.gone = true;
+  };
+  for (auto& s : running_) check(*s);
+  for (auto& s : waiting_) check(*s);
+  auto done = [](const std::unique_ptr<Sequence>& s) { return s->gone || (s->ended && s->outbox.empty()); };
+  auto release = [&](std::deque<std::unique_ptr<Sequence>>* w, std::vector<std::unique_ptr<Sequence>>* r) {
+    auto give_back = [&](Sequence& s) {
+      Slot& slot = sh->slots[s.slot];
+      (void)slot.request.release(s.request);
+      kv_in_use_ -= s.kv_bytes;
+    };
+    if (w)
+      for (auto& s : *w)
+        if (done(s)) give_back(*s);
+    if (r)
+      for (auto& s : *r)
+        if (done(s)) give_back(*s);
+  };
+  release(&waiting_, &running_);
+  LWLockRelease(sh->lock);
+  auto detach_done = [&](auto& list) {
+    for (auto& s : list)
+      if (done(s)) dsm_detach(s->segment);
+    list.erase(std::remove_if(list.begin(), list.end(), done), list.end());
+  };
+  detach_done(waiting_);
+  detach_done(running_);
+}
+
+void Worker::publish() {
+  Shared* sh = shared();
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  Figures& f = sh->figures;
+  f.sequences = int32_t(running_.size());
+  f.queued = int32_t(waiting_.size());
+  f.batch_peak = batch_peak_;
+  f.kv_bytes = kv_in_use_;
+  f.passes = passes_;
+  f.rows = rows_;
+  f.served = served_;
+  f.failed = failed_;
+  const ArtifactCacheStats cache = cache_.stats(cache_bytes());
+  f.cache_entries = cache.entries;
+  f.cache_bytes = cache.bytes;
+  f.cache_hits = cache.hits;
+  f.cache_misses = cache.misses;
+  f.gpu_weight_uploads = CudaForward::weight_uploads();
+  strlcpy(f.model, last_model_.c_str(), sizeof(f.model));
+  LWLockRelease(sh->lock);
+}
+
+void Worker::run() {
+  for (;;) {
+    ResetLatch(MyLatch);
+    if (ShutdownRequestPending) proc_exit(1);  // restarted unless the server is stopping
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+    cache_.shrink_to(cache_bytes());
+    claim();
+    admit();
+    for (auto& s : waiting_) flush(*s);  // refusals
+    const bool stepped = step();
+    for (auto& s : running_) flush(*s);
+    reap();
+    publish();
+    if (!stepped)
+      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+  }
+}
+
+// Whatever way the worker exits, it is no longer there to take calls: the
+// ones it held see their queues detached.
+void leave_at_exit(int, Datum) {
+  Shared* sh = shared();
+  if (!sh) return;
+  LWLockReleaseAll();
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  if (sh->pid == MyProcPid) {
+    sh->pid = 0;
+    sh->latch = nullptr;
+    sh->figures.sequences = 0;
+    sh->figures.queued = 0;
+    sh->figures.kv_bytes = 0;
+  }
+  LWLockRelease(sh->lock);
+}
+
+}  // namespace
+
+}  // namespace kvg::pg::engine_worker
+
+using namespace kvg::pg::engine_worker;
+
+extern "C" {
+
+PGDLLEXPORT void kvg_engine_worker_main(Datum main_arg);
+
+void kvg_engine_worker_main(Datum) {
+  pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  BackgroundWorkerUnblockSignals();
+  Shared* sh = shared();
+  if (!sh) proc_exit(0);
+  before_shmem_exit(leave_at_exit, Datum(0));
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  sh->pid = MyProcPid;
+  sh->latch = MyLatch;
+  ++sh->starts;
+  // Calls claimed by a worker before this one were failed by their callers
+  // seeing it gone; their slots are free again.
+  for (int i = 0; i < sh->slot_count; ++i)
+    (void)sh->slots[i].request.forget_claim();
+  LWLockRelease(sh->lock);
+  pgstat_report_appname("kvg engine worker");
+  static Worker worker;  // lives until the process ends (see the file's comment)
+  worker.run();
+}
+
+}

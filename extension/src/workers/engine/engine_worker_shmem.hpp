@@ -1,0 +1,73 @@
+// The shared memory between backends and the engine worker
+// (engine_worker.hpp): the worker's identity and figures, and one request
+// slot per PGPROC. Only engine_worker.cpp (the calls' side) and
+// engine_worker_main.cpp (the worker) include this; both include postgres.hpp
+// first.
+#pragma once
+
+#include <cstdint>
+
+#include "extension/src/workers/protocol/request_slot.hpp"
+
+namespace kvg::pg::engine_worker {
+
+// The reply queue of one call: small, so that a backend that stops reading
+// (a stopped process, say) holds back only its own sequence, which the
+// worker then leaves out of its passes until the queue drains. A call that
+// gets chain links back (artifacts of many KV rows) has a larger one.
+inline constexpr size_t kReplyQueueBytes = 1024;
+inline constexpr size_t kLinkReplyQueueBytes = size_t(1) << 20;
+
+// One per PGPROC: a backend has at most one generation in flight, and one
+// that exits leaks nothing (the next backend on its PGPROC reuses the slot).
+struct Slot {
+  worker_protocol::RequestSlot request;  // its state and id (request_slot.hpp)
+  dsm_handle segment;  // the call's segment (below)
+  pid_t caller;
+  TimestampTz queued_at;
+  uint64_t claimed_by;  // the worker's start (Shared::starts) that claimed it
+};
+
+// What kvg_engine_worker() shows.
+struct Figures {
+  int32_t sequences;     // running now
+  int32_t queued;        // waiting for room (kvg.engine_max_batch, kvg.engine_kv_memory)
+  int32_t batch_peak;    // the most sequences one pass has carried
+  int64_t kv_bytes;      // reserved by the running sequences
+  uint64_t passes;       // forward passes run
+  uint64_t rows;         // sequences' parts carried by them
+  uint64_t served, failed;
+  uint64_t cache_entries, cache_bytes, cache_hits, cache_misses;  // the verified-artifact cache
+  uint64_t gpu_weight_uploads;  // models' weights copied to the GPU by the worker (CudaForward::weight_uploads)
+  char model[256];       // the last model path loaded
+};
+
+struct Shared {
+  LWLock* lock;  // every field
+  pid_t pid;     // the worker's; 0 while none runs
+  Latch* latch;  // the worker's, set when a request is queued
+  uint64_t starts;  // times a worker started: a call claimed by an earlier one knows it is gone
+  Figures figures;
+  int slot_count;
+  Slot slots[FLEXIBLE_ARRAY_MEMBER];
+};
+
+// The queue a backend answers a Need on (a SupplyNotice).
+inline constexpr size_t kSupplyQueueBytes = 256;
+
+// The segment of one call, laid out by shm_toc under these keys: the
+// request (a framed GenerationRequest, protocol/wire.hpp), the reply queue
+// (shm_mq, worker to backend, kReplyQueueBytes or kLinkReplyQueueBytes) and
+// the supply queue (backend to worker).
+inline constexpr uint64_t kCallMagic = 0x6b764745;  // "kvGE"
+enum CallKey : uint64_t { kRequestKey = 1, kReplyQueueKey, kSupplyQueueKey };
+
+// The segment a Need is answered in: one framed SuppliedArtifacts.
+inline constexpr uint64_t kSupplyMagic = 0x6b764753;  // "kvGS"
+enum SupplyKey : uint64_t { kSuppliedKey = 1 };
+
+// Attached by shmem_startup_hook in every process; nullptr when kvg was not
+// preloaded.
+Shared* shared();
+
+}  // namespace kvg::pg::engine_worker

@@ -1,0 +1,149 @@
+// What a backend and the engine worker (workers/engine/engine_worker.hpp)
+// say to each other: one GenerationRequest in the call's segment, then the
+// worker's replies on the call's queue (a Need, tokens, chain links, then
+// Done or Failed), the backend's answers to a Need (SuppliedArtifacts in a
+// segment of their own, its handle sent as a SupplyNotice). Each message's
+// fields are listed once, in fields(); wire.hpp encodes and decodes them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/error.hpp"
+#include "extension/src/workers/protocol/wire.hpp"
+
+namespace kvg {
+// engine/device.hpp's: the protocol carries its value and knows none of
+// them (the engine worker checks it before use).
+enum class Device;
+}  // namespace kvg
+
+namespace kvg::worker_protocol {
+
+// storage/sha256.hpp's Digest: the same type, named without the storage layer.
+using Sha256 = std::array<uint8_t, 32>;
+
+// One generation: what kvg_generate would run in its backend, with the
+// artifact chain to graft named by identity. The worker grafts each link from
+// its verified-artifact cache; for those it lacks it replies Need, and the
+// backend sends their bytes, read with the caller's rights and checked
+// against their names (engine_worker.hpp).
+struct GenerationRequest {
+  std::string model_path;
+  Sha256 model_fingerprint{};  // the model the backend tokenized for
+  std::string recipe;          // kvg.recipe's name
+  Device device{};             // the caller's kvg.device
+  uint64_t gpu_staging_bytes = 0;
+  int64_t max_kv_bytes = 0;    // the caller's kvg.max_kv_memory
+  std::vector<int32_t> prompt;
+  std::optional<Sha256> leaf;  // the chain to graft, when any
+  uint32_t database = 0;       // where the chain's rows are
+  struct Link {
+    Sha256 id{};
+    uint32_t loid = 0;  // its large object: with the database, the cache's key (artifact_cache.hpp)
+    template <class F> void fields(F& f) { f(id), f(loid); }
+  };
+  std::vector<Link> links;  // every link of that chain, root first
+  int64_t max_new_tokens = 0;
+  float temperature = 0;
+  int32_t top_k = 0;
+  float top_p = 1;
+  uint64_t seed = 0;
+  bool stop_at_eos = true;
+  std::vector<int32_t> stop_tokens;
+  int64_t prefill_chunk = 0;
+  // Stop once the answer line is complete (engine/answer_line.hpp), as
+  // kvg_answer does.
+  bool answer_line = false;
+  // After the generation: the chain links over these prompt positions that
+  // continue the grafted chain (prefix_reuse.hpp: store_segment_links), sent
+  // back for the caller to store.
+  std::vector<int64_t> capture_ends;
+
+  template <class F>
+  void fields(F& f) {
+    f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(prompt);
+    f(leaf), f(database), f(links);
+    f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
+    f(prefill_chunk), f(answer_line), f(capture_ends);
+  }
+};
+
+// The identities of links the worker lacks: send their bytes.
+struct NeedReply {
+  static constexpr uint8_t kTag = 'N';
+  std::vector<Sha256> ids;
+  template <class F> void fields(F& f) { f(ids); }
+};
+
+// A token decoded.
+struct TokenReply {
+  static constexpr uint8_t kTag = 'T';
+  int32_t token = 0;
+  template <class F> void fields(F& f) { f(token); }
+};
+
+// A chain link captured (GenerationRequest::capture_ends): an artifact's bytes.
+struct LinkReply {
+  static constexpr uint8_t kTag = 'L';
+  std::vector<uint8_t> artifact;
+  template <class F> void fields(F& f) { f(artifact); }
+};
+
+// The end.
+struct DoneReply {
+  static constexpr uint8_t kTag = 'D';
+  bool stopped_at_eos = false;
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t grafted_tokens = 0;  // positions the graft filled
+  int64_t graft_micros = 0;
+  int32_t batch_peak = 0;      // the most sequences that shared a pass with this one
+  template <class F>
+  void fields(F& f) {
+    f(stopped_at_eos), f(prefill_seconds), f(decode_seconds), f(grafted_tokens), f(graft_micros), f(batch_peak);
+  }
+};
+
+// The end, refused or failed: a kvg::Error's code, which the backend throws
+// again so that its boundary reports it as its own (SQLSTATE and hint,
+// error_map.cpp), or else a SQLSTATE to raise.
+struct FailedReply {
+  static constexpr uint8_t kTag = 'F';
+  static constexpr size_t kMaxMessageBytes = 4000;
+  int32_t error_code = -1;  // an ErrorCode, or -1: none (then sqlstate)
+  std::string sqlstate = "XX000";
+  std::string message;
+
+  static FailedReply of(const Error& error);
+  static FailedReply of(std::string_view sqlstate, std::string_view message);
+  std::optional<ErrorCode> code() const;
+
+  template <class F> void fields(F& f) { f(error_code), f(sqlstate), f(message); }
+  void validate() const;
+};
+
+using EngineReply = std::variant<NeedReply, TokenReply, LinkReply, DoneReply, FailedReply>;
+
+// The bytes a backend sends for a Need, in a segment of their own.
+struct SuppliedArtifacts {
+  struct Artifact {
+    Sha256 id{};
+    std::shared_ptr<const std::vector<uint8_t>> bytes;  // verified by the backend
+    template <class F> void fields(F& f) { f(id), f(bytes); }
+  };
+  std::vector<Artifact> artifacts;
+  template <class F> void fields(F& f) { f(artifacts); }
+};
+
+// On the supply queue: the segment that holds a SuppliedArtifacts.
+struct SupplyNotice {
+  uint32_t segment = 0;  // its dsm_handle
+  template <class F> void fields(F& f) { f(segment); }
+};
+
+}  // namespace kvg::worker_protocol
