@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine worker (extension/src/engine_worker.hpp) from SQL, many sessions
+# The engine worker (extension/src/workers/engine/engine_worker.hpp) from SQL, many sessions
 # at once, against the cluster scripts/pg-env.sh names (PGHOST/PGPORT set by
 # the caller). TAP lines: "ok N - ..." / "not ok N - ...".
 #
@@ -21,7 +21,7 @@
 #  6. a recurring answer from a backend that never read its entry grafts from
 #     the worker's verified-artifact cache (hits up, no miss);
 #  7. a model's fingerprint is hashed once per file for the whole server
-#     (extension/src/model_fingerprints.hpp): a new backend takes it from the
+#     (extension/src/model/model_fingerprints.hpp): a new backend takes it from the
 #     table, a copy of the file is hashed again, to the same value;
 #  8. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'

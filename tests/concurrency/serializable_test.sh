@@ -7,7 +7,7 @@
 # rows are committed by the audit writer outside the callers' transactions
 # (docs/audit-chain.md), and a learn inserts before it looks, so learners of
 # different questions never read the index page the others insert into
-# (extension/src/knowledge_deposit.cpp).
+# (extension/src/knowledge/knowledge_deposit.cpp).
 # Usage: serializable_test.sh DATABASE MODEL (the server's copy), against the
 # cluster scripts/pg-env.sh names (PGHOST/PGPORT set by the caller).
 set -uo pipefail

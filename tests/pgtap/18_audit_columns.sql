@@ -1,4 +1,4 @@
--- The audit row's one column table (extension/src/audit_row.cpp), from which
+-- The audit row's one column table (extension/src/audit/audit_row.cpp), from which
 -- the audit writer's insert and a standby's forwarded row are made, is
 -- kvg.audit_insert's signature and names columns of kvg.audit with their
 -- types: a column added in one place and not the others fails here.

@@ -1,4 +1,4 @@
--- The DROP EXTENSION guard (extension/src/drop_guard.cpp) acts only for a
+-- The DROP EXTENSION guard (extension/src/artifacts/drop_guard.cpp) acts only for a
 -- role that may drop the extension: anyone else's DROP EXTENSION kvg or
 -- DROP SCHEMA kvg CASCADE is refused by PostgreSQL having cost nothing and
 -- told nothing (before, it unlinked every artifact's large object with the

@@ -1,0 +1,109 @@
+// Generations stepped together (engine/generate.hpp: step_together, what the
+// engine worker runs) against each generation run alone by generate(): the
+// same tokens, whatever joins, waits or finishes around them.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/error.hpp"
+#include "engine/generate.hpp"
+#include "engine/session.hpp"
+#include "tests/support/data_paths.hpp"
+#include "tests/support/stepped_generations.hpp"
+
+namespace kvg {
+namespace {
+
+using Job = test::SteppedJob;
+
+Job random_job(std::mt19937& rng, int n_vocab) {
+  Job job;
+  const int length = 1 + int(rng() % 60);
+  job.prompt.push_back(1);
+  for (int i = 1; i < length; ++i) job.prompt.push_back(3 + int(rng() % uint32_t(n_vocab - 3)));
+  job.options.max_new_tokens = 1 + int(rng() % 24);
+  job.options.prefill_chunk = rng() % 3 == 0 ? 0 : 1 + int(rng() % 17);
+  job.options.stop_at_eos = rng() % 2 == 0;
+  if (rng() % 2 == 0) {  // sampled, not greedy: the position-seeded sampler must see the same positions
+    job.options.sampling.temperature = 0.9f;
+    job.options.sampling.seed = rng();
+  }
+  job.joins_at = int(rng() % 12);
+  return job;
+}
+
+std::vector<int32_t> alone(const std::shared_ptr<const Model>& model, const EngineOptions& engine, const Job& job) {
+  Session session(model, engine);
+  return generate(session, job.prompt, job.options).tokens;
+}
+
+// `jobs` started at their steps; at each step every running one takes part
+// with probability 3/4, in a random order (whoever leads the pass).
+std::vector<std::vector<int32_t>> together(const std::shared_ptr<const Model>& model, const EngineOptions& engine,
+                                           const std::vector<Job>& jobs, std::mt19937& rng) {
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (size_t i = 0; i < jobs.size(); ++i) sessions.push_back(std::make_unique<Session>(model, engine));
+  return test::step_jobs_together(
+      sessions, jobs, [&](size_t, int) { return rng() % 4 != 0; },
+      [&](std::vector<Generation*>& pass) { std::shuffle(pass.begin(), pass.end(), rng); });
+}
+
+void expect_together_equals_alone(const char* path, Recipe recipe, int threads, uint32_t seed) {
+  KVG_REQUIRE_TEST_DATA(path);
+  const auto model = Model::load(test::data_path(path));
+  EngineOptions engine;
+  engine.recipe = recipe;
+  engine.threads = threads;
+  std::mt19937 rng(seed);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Job> jobs;
+    for (int i = 0; i < 6; ++i) jobs.push_back(random_job(rng, model->config().n_vocab));
+    const auto batched = together(model, engine, jobs, rng);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      EXPECT_EQ(batched[i], alone(model, engine, jobs[i]))
+          << path << " " << recipe.name() << " threads " << threads << " round " << round << " job " << i;
+  }
+}
+
+TEST(Generation, SteppedTogetherEqualsEachAlone) {
+  expect_together_equals_alone(test::kStories260K, kDefaultRecipe, 2, 5);
+  expect_together_equals_alone(test::kTinyStories656K, kDefaultRecipe, 1, 6);
+  expect_together_equals_alone(test::kTinyStories656K, Recipe{Arithmetic::Q8, KvStorage::F32}, 2, 7);
+  expect_together_equals_alone(test::kTinyStories656K, Recipe{Arithmetic::Q8, KvStorage::I8}, 3, 8);
+}
+
+// A prompt the cache already holds whole (a whole-prompt graft) gets its last
+// token evaluated again, as generate() does.
+TEST(Generation, WholeCachedPromptEvaluatesItsLastTokenAgain) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  const auto model = Model::load(test::data_path(test::kStories260K));
+  const std::vector<int32_t> prompt = {1, 400, 28, 99, 7};
+  GenerateOptions options;
+  options.max_new_tokens = 8;
+  Session fresh(model, EngineOptions{});
+  const auto expected = generate(fresh, prompt, options).tokens;
+  Session cached(model, EngineOptions{});
+  cached.prefill(prompt, 0, LogitsFor::None, nullptr);
+  Generation g(cached, {}, options);
+  EXPECT_EQ(g.prompt_tokens(), 1);
+  while (!g.finished()) {
+    Generation* one[1] = {&g};
+    step_together(one);
+  }
+  EXPECT_EQ(g.result().tokens, expected);
+}
+
+TEST(Generation, RefusesBadTokensBeforeAnyPass) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  const auto model = Model::load(test::data_path(test::kStories260K));
+  Session session(model, EngineOptions{});
+  const std::vector<int32_t> prompt = {1, 5, model->config().n_vocab};
+  EXPECT_THROW(Generation(session, prompt, GenerateOptions{}), Error);
+  EXPECT_EQ(session.n_past(), 0);
+  EXPECT_THROW(Generation(session, {}, GenerateOptions{}), Error);
+}
+
+}  // namespace
+}  // namespace kvg
