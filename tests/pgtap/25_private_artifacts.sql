@@ -7,7 +7,7 @@
 -- Owners are session users, so each user here is a SET SESSION
 -- AUTHORIZATION (SET ROLE keeps the superuser as the session user).
 BEGIN;
-SELECT plan(39);
+SELECT plan(45);
 \ir small_model.psql
 SET LOCAL kvg.prefix_reuse = on;
 
@@ -145,6 +145,49 @@ SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (:'alice_art', :'a
           3::bigint, 'so does a superuser');
 SELECT throws_ok(format('SELECT kvg_export(%L)', repeat('ab', 32)), '42704', NULL,
                  'who reads every artifact is told plainly that one is not stored');
+
+-- An operator of her own ahead of pg_catalog (the third review's attack):
+-- mallory's `=` answers true for any two texts, and her search_path puts it
+-- first, so an access check that resolved `=` as she does would find a root
+-- she may read (she stored alice's secret too, above) from alice's
+-- continuation, which is alice's alone. kvg resolves its statements' names in
+-- pg_catalog whatever the caller's search_path (extension/src/spi/spi.hpp).
+-- The calls run under her path and their outcomes are asserted after it is
+-- reset, so that pgTAP's own comparisons never meet her operator.
+RESET SESSION AUTHORIZATION;
+CREATE SCHEMA tap_shadow AUTHORIZATION tap_mallory;
+SET SESSION AUTHORIZATION tap_mallory;
+SELECT kvg_capture('Mallory keeps a note of her own.') \g /dev/null
+CREATE FUNCTION tap_shadow.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE OPERATOR tap_shadow.= (LEFTARG = text, RIGHTARG = text, FUNCTION = tap_shadow.always);
+CREATE TEMP TABLE shadowed (call text, outcome text);
+INSERT INTO shadowed (call) VALUES
+  (format('SELECT kvg_export(%L)', :'alice_child')),
+  (format('SELECT kvg_generate(%L, 4, %L)', ' She', :'alice_child')),
+  (format('SELECT * FROM kvg_artifact_verify(%L)', :'alice_child')),
+  (format('SELECT kvg_tokenize(%L, %L)', ' She', :'alice_child')),
+  (format('SELECT * FROM kvg_graft_check(%L, %L)', :'alice_child', ' She'));
+SET search_path = tap_shadow, pg_catalog, public;
+SELECT 'mallory'::text = 'alice'::text AS shadow_answers \gset
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT call FROM pg_temp.shadowed LOOP
+    BEGIN
+      EXECUTE r.call;
+      UPDATE pg_temp.shadowed SET outcome = 'answered' WHERE call OPERATOR(pg_catalog.=) r.call;
+    EXCEPTION WHEN OTHERS THEN
+      UPDATE pg_temp.shadowed SET outcome = SQLSTATE WHERE call OPERATOR(pg_catalog.=) r.call;
+    END;
+  END LOOP;
+END
+$$;
+RESET search_path;
+SELECT is(:'shadow_answers'::text, 't', 'under her search_path, mallory''s = says two different texts are equal');
+SELECT is(outcome, '42501', 'with her = ahead of pg_catalog, still refused: ' || left(call, 40))
+FROM shadowed ORDER BY call;
+RESET SESSION AUTHORIZATION;
 
 SELECT * FROM finish();
 ROLLBACK;

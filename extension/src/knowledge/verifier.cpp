@@ -74,7 +74,7 @@ Verifier parse_verifier(Spi& spi, const std::string& text) {
                  "kvg_author to the roles trusted to write them (docs/security.md).");
   // Resolved with the caller's search_path, stored qualified: a later check
   // must not depend on whoever's search_path is current then.
-  const auto rows = spi.run(
+  const auto rows = spi.run_in_callers_path(
       "SELECT format('%I.%I', n.nspname, p.proname), p.prorettype = 'boolean'::regtype, "
       "n.oid = pg_catalog.pg_my_temp_schema() "
       "FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace "

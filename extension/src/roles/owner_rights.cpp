@@ -1,6 +1,7 @@
 #include "extension/src/roles/owner_rights.hpp"
 
 #include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/spi/spi.hpp"
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
@@ -35,7 +36,7 @@ RunAs::RunAs(unsigned role, bool restricted) {
   call([&] {
     SetUserIdAndSecContext(role, caller_security_ | flags);
     guc_level_ = NewGUCNestLevel();
-    set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+    set_config_option("search_path", kPinnedSearchPath, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                       false);
   });
 }

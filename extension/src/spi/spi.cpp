@@ -5,6 +5,7 @@
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -60,7 +61,35 @@ std::vector<SqlRow> result_rows(int rc, const char* sql) {
   return rows;
 }
 
+// read_only = false: a fresh snapshot and command counter per statement, so
+// each statement sees what the previous ones (and the LO writes) did.
+int execute(const char* sql, Params& p) {
+  return call([&] {
+    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
+  });
+}
+
 }  // namespace
+
+void with_pinned_search_path(const std::function<void()>& body) {
+  // As PostgreSQL runs a function that has SET search_path: a GUC nest level
+  // of its own, popped afterwards. After an ERROR the transaction's abort
+  // pops it too; popping it here first is what keeps a caught error from
+  // leaving the pinned path in place for the rest of the caller's statement.
+  const int level = call([] {
+    const int nest = NewGUCNestLevel();
+    (void)set_config_option("search_path", kPinnedSearchPath, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
+    return nest;
+  });
+  try {
+    body();
+  } catch (...) {
+    cleanup([level] { AtEOXact_GUC(false, level); });
+    throw;
+  }
+  call([level] { AtEOXact_GUC(true, level); });
+}
 
 std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> params) {
   return run(sql, std::vector<SqlValue>(params));
@@ -68,22 +97,27 @@ std::vector<SqlRow> Spi::run(const char* sql, std::initializer_list<SqlValue> pa
 
 std::vector<SqlRow> Spi::run(const char* sql, const std::vector<SqlValue>& params) {
   Params p(params);
-  // read_only = false: a fresh snapshot and command counter per statement,
-  // so each statement sees what the previous ones (and the LO writes) did.
-  const int rc = call([&] {
-    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
-  });
+  int rc = 0;
+  with_pinned_search_path([&] { rc = execute(sql, p); });
   return result_rows(rc, sql);
+}
+
+std::vector<SqlRow> Spi::run_in_callers_path(const char* sql, std::initializer_list<SqlValue> params) {
+  Params p(params);
+  return result_rows(execute(sql, p), sql);
 }
 
 std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlValue> params) {
   Params p(params);
-  const int rc = call([&] {
-    SPIPlanPtr plan = SPI_prepare(sql, p.count(), p.types.data());
-    if (!plan) return SPI_result;
-    CommandCounterIncrement();  // our own earlier writes belong to the latest state
-    return SPI_execute_snapshot(plan, p.values.data(), p.nulls.data(), GetLatestSnapshot(), InvalidSnapshot, false,
-                                true, 0);
+  int rc = 0;
+  with_pinned_search_path([&] {
+    rc = call([&] {
+      SPIPlanPtr plan = SPI_prepare(sql, p.count(), p.types.data());
+      if (!plan) return SPI_result;
+      CommandCounterIncrement();  // our own earlier writes belong to the latest state
+      return SPI_execute_snapshot(plan, p.values.data(), p.nulls.data(), GetLatestSnapshot(), InvalidSnapshot,
+                                  false, true, 0);
+    });
   });
   return result_rows(rc, sql);
 }

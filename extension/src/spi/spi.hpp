@@ -1,9 +1,17 @@
 // SQL from C++ through SPI, in the caller's transaction. Parameters travel as
 // text ($1..$n, cast in the statement: `$2::bigint`) and results come back as
 // text, so the C++ side needs no knowledge of PostgreSQL's type system.
+//
+// Every statement resolves its functions, operators, types and tables with
+// search_path = pg_catalog, pg_temp (kPinnedSearchPath), whatever the
+// caller's: an operator in a schema the caller put ahead of pg_catalog must
+// not answer for `=` in kvg's access checks (docs/security.md). The one
+// exception says so in its name: a name the caller wrote, resolved as the
+// caller would (run_in_callers_path).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -31,6 +39,19 @@ class Spi {
   // began. Only for rows the caller has locked against concurrent change,
   // or that never change (kvg.artifacts: lo_store.hpp).
   std::vector<SqlRow> run_latest(const char* sql, std::initializer_list<SqlValue> params = {});
+  // run(), under the caller's search_path: only to resolve a name the caller
+  // wrote into the object it means (the statement returns it qualified, or
+  // its OID, for the pinned statements that follow).
+  std::vector<SqlRow> run_in_callers_path(const char* sql, std::initializer_list<SqlValue> params = {});
 };
+
+// The search_path of every statement kvg runs: PostgreSQL's catalog, then
+// the session's temporary schema last, so that nothing a user creates is
+// found for a name kvg did not qualify.
+inline constexpr const char* kPinnedSearchPath = "pg_catalog, pg_temp";
+
+// Runs `body` (SPI calls made by hand, such as a saved plan) with
+// search_path = kPinnedSearchPath, restored afterwards whatever happens.
+void with_pinned_search_path(const std::function<void()>& body);
 
 }  // namespace kvg::pg

@@ -31,6 +31,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "extension/src/spi/spi.hpp"
 #include "extension/src/workers/protocol/wire.hpp"
 #include "extension/src/workers/segment/toc_segment.hpp"
 #include "extension/src/workers/writer/writer.hpp"
@@ -295,6 +296,9 @@ void kvg_audit_writer_main(Datum main_arg) {
   // whatever the database's defaults (kvg.audit_insert relies on it).
   SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
   SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+  // Its statements resolve names as every statement of kvg does (spi.hpp),
+  // whatever search_path a database owner set for the database.
+  SetConfigOption("search_path", kvg::pg::kPinnedSearchPath, PGC_SUSET, PGC_S_OVERRIDE);
   before_shmem_exit(give_back_at_exit, Datum(0));
   if (!take_entry()) proc_exit(0);  // another writer runs this database
   pgstat_report_appname("kvg audit writer");
