@@ -13,6 +13,9 @@
 4. No extension folder holds more than 12 files.
 5. No function outside tests is longer than 120 lines (tables are data, not
    functions, and are not counted).
+6. SQL runs through extension/src/spi/ (which pins search_path: spi.hpp),
+   or in one of the few files listed in PINNED_SPI_FILES, each of which
+   pins search_path itself; a new file that calls SPI to run SQL fails.
 
 Prints each violation and a summary line; exits 1 on any violation.
 """
@@ -26,6 +29,14 @@ MAX_FUNCTION_LINES = 120
 SOURCE_SUFFIXES = ('.cpp', '.hpp', '.h', '.cu', '.cuh')
 LAYER_FOLDERS = ('common', 'kernels', 'storage', 'engine', 'tools', 'cli', 'extension')
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+SPI_RUNS_SQL = re.compile(r'\bSPI_(execute\w*|exec|prepare\w*|cursor_open\w*)\s*\(')
+# Files besides extension/src/spi/ that run SQL through SPI themselves, and
+# how each pins search_path = pg_catalog, pg_temp for it.
+PINNED_SPI_FILES = {
+    'extension/src/workers/writer/writer_main.cpp': 'the writer session sets it (PGC_S_OVERRIDE)',
+    'extension/src/workers/verifier/verifier_worker_main.cpp': 'the verifier session sets it',
+    'extension/src/artifacts/artifact_access.cpp': 'its saved plan runs under OwnerRights (RunAs pins it)',
+}
 
 
 def source_files(root, folder):
@@ -302,6 +313,17 @@ def main():
                 longest = (lines, f'{path}:{first} {name}')
             if lines > MAX_FUNCTION_LINES:
                 problems.append(f'{path}:{first}: {name} is {lines} lines (at most {MAX_FUNCTION_LINES})')
+
+    # 6. SQL only where search_path is pinned
+    for path in files:
+        if not path.startswith('extension/src/') or path.startswith('extension/src/spi/'):
+            continue
+        if path in PINNED_SPI_FILES:
+            continue
+        match = SPI_RUNS_SQL.search(code_only(read(root, path)))
+        if match:
+            problems.append(f'{path} runs SQL through SPI_{match.group(1)} outside extension/src/spi/, '
+                            'which pins search_path (add it to PINNED_SPI_FILES only if it pins it itself)')
 
     for problem in problems:
         print(problem)

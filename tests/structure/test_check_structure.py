@@ -124,6 +124,19 @@ class CheckStructure(unittest.TestCase):
         status, out = self.repo.check()
         self.assertEqual(status, 0, out)
 
+    def test_sql_run_through_spi_outside_the_spi_folder_fails(self):
+        self.repo.write('extension/src/functions/direct.cpp',
+                        '#include "extension/src/pg/boundary.hpp"\n'
+                        'int direct() {\n  return SPI_execute("SELECT 1", false, 0);\n}\n')
+        self.assertFails('extension/src/functions/direct.cpp runs SQL through SPI_execute outside')
+
+    def test_sql_run_inside_the_spi_folder_passes(self):
+        self.repo.write('docs/design.md', DESIGN.replace('  pg/ ', '  spi/        statements\n  pg/ '))
+        self.repo.write('extension/src/spi/spi.cpp', '#include "extension/src/pg/boundary.hpp"\n'
+                        'int run() {\n  return SPI_execute_with_args("SELECT 1", 0, 0, 0, 0, false, 0);\n}\n')
+        status, out = self.repo.check()
+        self.assertEqual(status, 0, out)
+
     def test_unbalanced_parentheses_in_a_macro_do_not_hang_the_scanner(self):
         self.repo.write('engine/odd.cpp', '#define OPEN (\nint odd() { return (1; }\n')
         status, out = self.repo.check()
