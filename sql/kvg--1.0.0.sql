@@ -357,14 +357,15 @@ CREATE TRIGGER artifacts_uncharge AFTER DELETE ON kvg.artifacts
 -- What each role has stored: what kvg.storage_quota bounds.
 -- A role sees its own usage (its session user's: what it is charged);
 -- auditors, the schema's owner and superusers see every role's. What others
--- store, even its size, is theirs (docs/security.md).
-CREATE VIEW kvg.storage_usage AS
-SELECT c.role, count(*) AS artifacts, sum(c.bytes)::bigint AS bytes
-FROM kvg.storage_charges c
-WHERE c.role = session_user
-   OR pg_has_role(current_user, 'kvg_auditor', 'USAGE')
-   OR pg_has_role(current_user, (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'kvg'), 'USAGE')
-GROUP BY c.role;
+-- store, even its size or how many they are, is theirs (docs/security.md):
+-- so the rows come out of a function in C, whose plan no reader's EXPLAIN
+-- shows (extension/src/functions/reader_views.cpp).
+CREATE FUNCTION kvg.storage_usage_rows(OUT role name, OUT artifacts bigint, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_storage_usage_rows' LANGUAGE C STABLE;
+COMMENT ON FUNCTION kvg.storage_usage_rows() IS
+  'Artifacts and bytes charged to each role the caller may see (view kvg.storage_usage).';
+CREATE VIEW kvg.storage_usage AS SELECT * FROM kvg.storage_usage_rows();
 COMMENT ON VIEW kvg.storage_usage IS
   'Artifacts and bytes charged to each role: what kvg.storage_quota bounds (a user sees its own row).';
 
@@ -446,11 +447,24 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON kvg.audi
   FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
     'The audit trail is append-only; record a correction as a new row.');
 
--- Who sees what: a kvg_user its own rows, kvg_auditor every row. The owner
--- (who writes them) is not subject to the policies.
+-- Who sees what: a kvg_user the rows of its own calls (role = its current
+-- user), kvg_auditor every row; the owner (who writes them) and superusers
+-- every row. A user reads them through kvg.readable_audit, not the table: a
+-- row-level policy would hide other users' rows but not their number (an
+-- EXPLAIN ANALYZE of `artifact_sha256 = guess` would count the rows the
+-- policy removed), so its rows come out of a function in C
+-- (extension/src/functions/reader_views.cpp), as kvg.readable_artifacts'.
+-- The policy is defense in depth: a role granted SELECT by mistake reads
+-- nothing.
 ALTER TABLE kvg.audit ENABLE ROW LEVEL SECURITY;
-CREATE POLICY audit_own_rows ON kvg.audit FOR SELECT TO kvg_user USING (role = current_user);
 CREATE POLICY audit_auditor_all ON kvg.audit FOR SELECT TO kvg_auditor USING (true);
+CREATE FUNCTION kvg.readable_audit_rows() RETURNS SETOF kvg.audit
+AS 'MODULE_PATHNAME', 'kvg_readable_audit_rows' LANGUAGE C STABLE;
+COMMENT ON FUNCTION kvg.readable_audit_rows() IS
+  'The audit rows the caller may read: those of its own calls (all, for auditors; view kvg.readable_audit).';
+CREATE VIEW kvg.readable_audit AS SELECT * FROM kvg.readable_audit_rows();
+COMMENT ON VIEW kvg.readable_audit IS
+  'The audit rows a caller reads: those of its own calls; all of them for kvg_auditor.';
 
 -- The chain's head: the anchor that makes a deleted tail detectable, and
 -- what the audit writer locks as it links. Created by the first link, not here, so that
@@ -1171,27 +1185,49 @@ COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
 -- names (kvg.knowledge.artifact_sha256) and every ancestor in their chains:
 -- answering from an entry grafts its whole chain. A kvg_user reads its own
 -- and published artifacts, nothing else; kvg_auditor reads all; the owner
--- and superusers are not subject to the policies. The C code checks a named
--- artifact (and prefix reuse finds links) with a query under these policies.
--- kvg.artifact_published reads with the owner's rights
--- (extension/src/artifacts/artifact_access.cpp), like every read kvg's C code makes of
--- kvg.artifacts, so that the policy below can call it without applying
--- itself again; under the latest committed state.
+-- and superusers are not subject to the rule.
+--
+-- A kvg_user does not read kvg.artifacts or kvg.artifact_claims at all: a
+-- row-level policy would hide other users' rows but not their count, since
+-- EXPLAIN ANALYZE reports the rows a policy's filter removed, and a
+-- leakproof predicate of the reader's (text equality, a range of hashes)
+-- runs below the policy as an index condition. It reads kvg.readable_artifacts,
+-- whose rows come out of a function: a plan shows a function scan and counts
+-- only the rows that function returned, whatever others stored. The C code
+-- checks a named artifact (and prefix reuse finds links) with the owner's
+-- rights and this same rule, kvg.artifact_readable
+-- (extension/src/artifacts/artifact_access.cpp).
+-- kvg.artifact_published reads with the owner's rights, under the latest
+-- committed state.
 CREATE FUNCTION kvg.artifact_published(artifact text) RETURNS boolean
 AS 'MODULE_PATHNAME', 'kvg_artifact_published' LANGUAGE C STABLE STRICT;
 COMMENT ON FUNCTION kvg.artifact_published(text) IS
   'Whether every user may read the artifact: a library entry names it or a continuation of it.';
+-- The rule, for one artifact and the session user: a claim of its own,
+-- found through the index, or published (asked only when not its own).
+-- Not granted to users: it names another user's claim by its hash.
+CREATE FUNCTION kvg.artifact_readable(artifact text) RETURNS boolean
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$ SELECT EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = artifact AND c.claimed_by = session_user)
+             OR kvg.artifact_published(artifact) $$;
+COMMENT ON FUNCTION kvg.artifact_readable(text) IS
+  'Whether the session user may read the artifact: a committed claim of its own, or published.';
+-- In C, with the owner's rights (extension/src/functions/reader_views.cpp):
+-- a reader's plan shows the function scan and what it returned, never the
+-- rows it passed over.
+CREATE FUNCTION kvg.readable_artifact_rows() RETURNS SETOF kvg.artifacts
+AS 'MODULE_PATHNAME', 'kvg_readable_artifact_rows' LANGUAGE C STABLE;
+COMMENT ON FUNCTION kvg.readable_artifact_rows() IS
+  'The artifacts the caller may read: its own and the published ones (all, for auditors; view kvg.readable_artifacts).';
+CREATE VIEW kvg.readable_artifacts AS SELECT * FROM kvg.readable_artifact_rows();
+COMMENT ON VIEW kvg.readable_artifacts IS
+  'The artifacts a caller reads: its own (stored by its committed calls) and those the library publishes; '
+  'all of them for kvg_auditor.';
+-- Defense in depth: a role granted SELECT by mistake still reads no row
+-- without a policy; auditors read all.
 ALTER TABLE kvg.artifacts ENABLE ROW LEVEL SECURITY;
--- Own: a claim, found through its index (or hashed, when many rows are
--- read); published is asked only of a row that is not the reader's own.
-CREATE POLICY artifacts_own_or_published ON kvg.artifacts FOR SELECT TO kvg_user
-  USING (EXISTS (SELECT FROM kvg.artifact_claims c WHERE c.sha256 = artifacts.sha256 AND c.claimed_by = session_user)
-         OR kvg.artifact_published(sha256));
 CREATE POLICY artifacts_auditor_all ON kvg.artifacts FOR SELECT TO kvg_auditor USING (true);
--- Who stored what is private too: a claim names an artifact by its hash.
 ALTER TABLE kvg.artifact_claims ENABLE ROW LEVEL SECURITY;
-CREATE POLICY artifact_claims_own ON kvg.artifact_claims FOR SELECT TO kvg_user
-  USING (claimed_by = session_user);
 
 -- An entry states what was verified; replace it by deleting it and learning again.
 CREATE TRIGGER knowledge_immutable BEFORE UPDATE ON kvg.knowledge
@@ -1288,7 +1324,7 @@ COMMENT ON FUNCTION public.kvg_answer(text, integer) IS 'The answer of kvg_answe
 -- computed, or 0 when the answer computed more.
 CREATE VIEW kvg.stats WITH (security_invoker = true) AS
 WITH calls AS (
-  SELECT a.*, a.tokens_in - coalesce(a.tokens_grafted, 0) AS tokens_prefilled FROM kvg.audit a
+  SELECT a.*, a.tokens_in - coalesce(a.tokens_grafted, 0) AS tokens_prefilled FROM kvg.readable_audit a
 ), rate AS (
   SELECT model_fingerprint, sum(prefill_us)::float8 / sum(tokens_prefilled) AS prefill_us_per_token
   FROM calls WHERE prefill_us IS NOT NULL AND tokens_prefilled >= 8 AND operation <> 'solve'
@@ -1366,7 +1402,7 @@ AS $$
     AND NOT EXISTS (SELECT FROM kvg.knowledge k WHERE k.artifact_sha256 = a.sha256)
     AND NOT EXISTS (SELECT FROM kvg.artifacts child WHERE child.parent_sha256 = a.sha256)
     AND NOT EXISTS (SELECT FROM kvg.audit u WHERE u.artifact_sha256 = a.sha256
-                      AND u.operation NOT IN ('capture', 'import', 'learn'))
+                      AND u.operation NOT IN ('capture', 'import', 'learn', 'export'))
   ORDER BY 1, 2
 $$;
 COMMENT ON FUNCTION public.kvg_orphans() IS
@@ -1497,7 +1533,7 @@ BEGIN
     END IF;
     SELECT count(*), string_agg(DISTINCT u.operation, ', '), min(u.id)
       INTO n, what, first_id FROM kvg.audit u
-      WHERE u.artifact_sha256 = artifact AND u.operation NOT IN ('capture', 'import', 'learn');
+      WHERE u.artifact_sha256 = artifact AND u.operation NOT IN ('capture', 'import', 'learn', 'export');
     IF n > 0 THEN
       needed := needed || format('%s audit row%s grafted it (%s; the first is id %s)', n,
                                  CASE WHEN n > 1 THEN 's' ELSE '' END, what, first_id);
@@ -1581,8 +1617,8 @@ $$;
 
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
-GRANT SELECT ON kvg.artifacts, kvg.audit, kvg.audit_head, kvg.knowledge, kvg.stats, kvg.storage_usage,
-                kvg.artifact_cache, kvg.artifact_claims, kvg.engine_worker TO kvg_user;
+GRANT SELECT ON kvg.readable_artifacts, kvg.readable_audit, kvg.knowledge, kvg.stats, kvg.storage_usage,
+                kvg.artifact_cache, kvg.engine_worker TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),
@@ -1609,8 +1645,10 @@ GRANT EXECUTE ON FUNCTION
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
   kvg.artifact_cache_stats(),
-  -- Its row-level security policy calls it: the published artifacts.
-  kvg.artifact_published(text),
+  -- The rows of kvg.readable_artifacts, kvg.readable_audit and kvg.storage_usage.
+  kvg.readable_artifact_rows(),
+  kvg.readable_audit_rows(),
+  kvg.storage_usage_rows(),
   -- The C code calls these as the caller (a verifier must run with the
   -- caller's rights); they are harmless to call directly.
   kvg.normalize_question(text),
@@ -1624,7 +1662,13 @@ TO kvg_user;
 -- the artifacts and library entries a row names, and their bytes, so that
 -- an auditor can reproduce a row (kvg reproduce, docs/audit-chain.md).
 GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
-GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.knowledge TO kvg_auditor;
+GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.readable_artifacts, kvg.readable_audit, kvg.knowledge,
+                kvg.stats TO kvg_auditor;
+-- The engine worker's figures, which sum every user's calls (a plain user
+-- sees them null: extension/src/workers/engine/engine_worker.cpp).
+GRANT SELECT ON kvg.engine_worker TO kvg_auditor;
+GRANT EXECUTE ON FUNCTION kvg.readable_artifact_rows(), kvg.readable_audit_rows(), public.kvg_engine_worker()
+  TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
                           public.kvg_audit_writers(), public.kvg_export(text),
                           kvg.audit_row_hash(kvg.audit), kvg.audit_field(text), kvg.audit_columns() TO kvg_auditor;

@@ -23,7 +23,7 @@ CREATE FUNCTION pg_temp.stored() RETURNS text LANGUAGE sql AS $$
                 (SELECT count(*) FROM kvg.knowledge), (SELECT count(DISTINCT sha256) FROM kvg.artifact_claims),
                 (SELECT count(*) FROM pg_largeobject_metadata m
                  WHERE NOT EXISTS (SELECT FROM kvg.artifacts a WHERE a.loid = m.oid)),
-                (SELECT count(*) FROM kvg.audit WHERE pg_xact_status(caller_xid) IS DISTINCT FROM 'aborted'))
+                (SELECT count(*) FROM kvg.readable_audit WHERE pg_xact_status(caller_xid) IS DISTINCT FROM 'aborted'))
 $$;
 CREATE FUNCTION pg_temp.connect(name text) RETURNS text LANGUAGE sql AS $$
   SELECT dblink_connect(name, format('dbname=%s host=%s port=%s user=%s', current_database(),
@@ -92,10 +92,10 @@ SELECT is(pg_temp.stored(), :'before', 'a rolled-back kvg_learn leaves nothing')
 SET ROLE tap_learner;
 
 SAVEPOINT answer;
-SELECT count(*) AS artifacts_before FROM kvg.artifacts \gset
+SELECT count(*) AS artifacts_before FROM kvg.readable_artifacts \gset
 SELECT is(mode, 'transfer', 'a related question is a transfer')
 FROM public.kvg_answer_detail('Mia wore her green hat to', 8);
-SELECT is((SELECT count(*) FROM kvg.artifacts), :artifacts_before::bigint + 1, 'which stores its composition as a chain link');
+SELECT is((SELECT count(*) FROM kvg.readable_artifacts), :artifacts_before::bigint + 1, 'which stores its composition as a chain link');
 ROLLBACK TO answer;
 RESET ROLE;
 SELECT is(pg_temp.stored(), :'before', 'a rolled-back kvg_answer leaves nothing');
@@ -104,7 +104,7 @@ SET ROLE tap_learner;
 SAVEPOINT solve;
 SELECT is(count(*), 2::bigint, 'kvg_solve reports each attempt')
 FROM public.kvg_solve('The cat sat on the', 'regex:^zzz', 4, 2);
-SELECT is((SELECT count(*) FROM kvg.audit WHERE operation = 'solve' AND role = 'tap_learner'), 2::bigint,
+SELECT is((SELECT count(*) FROM kvg.readable_audit WHERE operation = 'solve' AND role = 'tap_learner'), 2::bigint,
           'one audit row per attempt');
 ROLLBACK TO solve;
 RESET ROLE;
@@ -118,10 +118,10 @@ SELECT public.kvg_learn('What colour was Mia''s hat?', 'contains', :'story', 'gr
 RESET ROLE;
 SELECT is(array_agg(call ORDER BY id), ARRAY['tap_learner answer:recurring', 'tap_learner answer:cold', 'tap_learner learn:-'],
           'an audit row for every call, in order, naming the role')
-FROM (SELECT id, role || ' ' || operation || ':' || coalesce(mode, '-') AS call FROM kvg.audit ORDER BY id DESC LIMIT 3) last;
+FROM (SELECT id, role || ' ' || operation || ':' || coalesce(mode, '-') AS call FROM kvg.readable_audit ORDER BY id DESC LIMIT 3) last;
 SELECT ok(bool_and(output_sha256 = encode(sha256(convert_to(output_text, 'UTF8')), 'hex')),
           'each answer row holds its output and its hash')
-FROM kvg.audit WHERE role = 'tap_learner' AND operation = 'answer';
+FROM kvg.readable_audit WHERE role = 'tap_learner' AND operation = 'answer';
 SELECT is((public.kvg_audit_verify()).ok, true, 'the chain verifies');
 
 -- Another model: the entry's artifact does not graft (it is that model's KV),

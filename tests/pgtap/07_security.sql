@@ -75,15 +75,15 @@ SET kvg.prefix_reuse = on;
 SELECT is(kvg_generate('Once upon a time, there was a little girl named Lily. She liked to', 16), :'cold',
           'with a forged chain stored under the same tokens, prefix reuse gives the same output as no reuse');
 SELECT is(artifact_sha256, :'genuine', 'and grafts the genuine artifact, not the forged one')
-FROM kvg.audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
+FROM kvg.readable_audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
 SELECT is(kv_proven, true, 'the audit row says every grafted KV is proven')
-FROM kvg.audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
+FROM kvg.readable_audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
 -- Asked for by name, an unverified artifact is grafted, and said to be unproven.
 SET client_min_messages = error;
 SELECT kvg_generate(' She liked to', 4, artifact => :'forged_sha') \g /dev/null
 RESET client_min_messages;
 SELECT is(kv_proven, false, 'an unverified artifact grafted on request: the audit row says kv_proven = false')
-FROM kvg.audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
+FROM kvg.readable_audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
 SELECT is(exact, false, 'and kvg_graft_check shows it differs from recomputation')
 FROM kvg_graft_check(:'forged_sha', ' She liked to');
 RESET ROLE;
@@ -128,7 +128,7 @@ RESET ROLE;
 SELECT is(provenance, 'verified', 'it is now verified') FROM kvg.artifacts WHERE sha256 = :'fresh';
 SELECT ok(tokens_in = (SELECT n_tokens FROM kvg.artifacts WHERE sha256 = :'fresh') AND prefill_us IS NOT NULL
           AND kv_proven, 'the import''s audit row records what recomputing cost')
-FROM kvg.audit WHERE operation = 'import' AND artifact_sha256 = :'fresh' ORDER BY seq DESC LIMIT 1;
+FROM kvg.readable_audit WHERE operation = 'import' AND artifact_sha256 = :'fresh' ORDER BY seq DESC LIMIT 1;
 -- Continuing an unverified chain computes derived links, never trusted ones.
 SET ROLE tap_mallory;
 SET client_min_messages = error;
@@ -182,14 +182,14 @@ RESET kvg.max_import_bytes;
 
 SET ROLE tap_alice;
 SELECT is(count(*) FILTER (WHERE role <> 'tap_alice'), 0::bigint, 'a kvg_user sees only its own audit rows')
-FROM kvg.audit;
-SELECT cmp_ok(count(*), '>', 0::bigint, 'and does see those') FROM kvg.audit;
+FROM kvg.readable_audit;
+SELECT cmp_ok(count(*), '>', 0::bigint, 'and does see those') FROM kvg.readable_audit;
 SELECT is((kvg_audit_verify()).ok, true, 'kvg_audit_verify still checks the whole chain for it');
 SELECT throws_ok($$SELECT kvg_manifest()$$, '42501', NULL, 'a kvg_user cannot produce a manifest');
 SET ROLE tap_audit;
-SELECT is((SELECT count(*) FROM kvg.audit), (SELECT jsonb_array_length(kvg_manifest()->'entries'))::bigint,
+SELECT is((SELECT count(*) FROM kvg.readable_audit), (SELECT jsonb_array_length(kvg_manifest()->'entries'))::bigint,
           'kvg_auditor sees every row and puts them all in a manifest');
-SELECT cmp_ok((SELECT count(DISTINCT role) FROM kvg.audit), '>=', 3::bigint, 'rows of every role among them');
+SELECT cmp_ok((SELECT count(DISTINCT role) FROM kvg.readable_audit), '>=', 3::bigint, 'rows of every role among them');
 RESET ROLE;
 
 SELECT dblink_disconnect('owner') \g /dev/null

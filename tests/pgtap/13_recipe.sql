@@ -18,13 +18,13 @@ SELECT is(public.kvg_model_info()->>'recipe', 'q8-portable-v1', 'kvg_model_info 
 
 -- A call under q8 is audited as q8.
 SELECT public.kvg_generate_bytes('Once upon a time', 16) AS q8_out \gset
-SELECT is((SELECT recipe FROM kvg.audit ORDER BY id DESC LIMIT 1), 'q8-portable-v1', 'the audit row names the recipe');
+SELECT is((SELECT recipe FROM kvg.readable_audit ORDER BY id DESC LIMIT 1), 'q8-portable-v1', 'the audit row names the recipe');
 SELECT is(public.kvg_generate_bytes('Once upon a time', 16), :'q8_out'::bytea, 'a q8 call repeats bit for bit');
 
 -- Artifacts carry their recipe and graft only under it.
 SET LOCAL kvg.recipe = 'q8-portable-v1';
 SELECT public.kvg_capture('Once upon a time, there was a little girl') AS q8_art \gset
-SELECT is((SELECT recipe FROM kvg.artifacts WHERE sha256 = :'q8_art'), 'q8-portable-v1', 'the artifact row names the recipe');
+SELECT is((SELECT recipe FROM kvg.readable_artifacts WHERE sha256 = :'q8_art'), 'q8-portable-v1', 'the artifact row names the recipe');
 SELECT is((SELECT exact FROM public.kvg_graft_check(:'q8_art', ' named Lily', 2)), true,
           'a q8 graft equals the q8 recompute bit for bit (logits and 2 sampled continuations)');
 SET LOCAL kvg.recipe = 'f32-portable-v1';
@@ -39,7 +39,7 @@ SELECT public.kvg_export(:'q8_art') AS q8_bytes \gset
 DELETE FROM kvg.artifacts WHERE sha256 = :'q8_art';
 SET ROLE tap_recipe;
 SELECT is(public.kvg_import(:'q8_bytes'::bytea), :'q8_art', 'a q8 artifact imports (verified) while the caller is on f32');
-SELECT is((SELECT provenance FROM kvg.artifacts WHERE sha256 = :'q8_art'), 'verified', 'and is verified');
+SELECT is((SELECT provenance FROM kvg.readable_artifacts WHERE sha256 = :'q8_art'), 'verified', 'and is verified');
 
 -- Compact KV: smaller artifacts of the same tokens, exact against their own recompute.
 SELECT public.kvg_capture('Once upon a time, there was a little girl') AS f32_art \gset
@@ -47,9 +47,9 @@ SET LOCAL kvg.recipe = 'f32-portable-v1+kv-bf16';
 SELECT public.kvg_capture('Once upon a time, there was a little girl') AS bf16_art \gset
 SET LOCAL kvg.recipe = 'f32-portable-v1+kv-i8';
 SELECT public.kvg_capture('Once upon a time, there was a little girl') AS i8_art \gset
-SELECT ok((SELECT bytes FROM kvg.artifacts WHERE sha256 = :'bf16_art') * 1.9 < (SELECT bytes FROM kvg.artifacts WHERE sha256 = :'f32_art'),
+SELECT ok((SELECT bytes FROM kvg.readable_artifacts WHERE sha256 = :'bf16_art') * 1.9 < (SELECT bytes FROM kvg.readable_artifacts WHERE sha256 = :'f32_art'),
           'bf16 KV artifacts are about half the size');
-SELECT ok((SELECT bytes FROM kvg.artifacts WHERE sha256 = :'i8_art') * 3 < (SELECT bytes FROM kvg.artifacts WHERE sha256 = :'f32_art'),
+SELECT ok((SELECT bytes FROM kvg.readable_artifacts WHERE sha256 = :'i8_art') * 3 < (SELECT bytes FROM kvg.readable_artifacts WHERE sha256 = :'f32_art'),
           'int8 KV artifacts are under a third of the size');
 SELECT is((SELECT exact FROM public.kvg_graft_check(:'i8_art', ' named Lily', 2)), true, 'an i8-KV graft is exact');
 SET LOCAL kvg.recipe = 'f32-portable-v1+kv-bf16';

@@ -7,7 +7,7 @@
 -- Owners are session users, so each user here is a SET SESSION
 -- AUTHORIZATION (SET ROLE keeps the superuser as the session user).
 BEGIN;
-SELECT plan(45);
+SELECT plan(60);
 \ir small_model.psql
 SET LOCAL kvg.prefix_reuse = on;
 
@@ -25,8 +25,12 @@ SELECT kvg_capture(:'secret') \g /dev/null
 SELECT kvg_capture(' She told nobody.', :'alice_art') AS alice_child \gset
 SELECT kvg_export(:'alice_art') AS alice_bytes, kvg_export(:'alice_child') AS child_bytes \gset
 SELECT is(length(kvg_export(:'alice_art')) > 0, true, 'alice exports her own capture');
-SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (:'alice_art', :'alice_child')), 2::bigint,
-          'alice sees her artifacts in kvg.artifacts');
+SELECT is((SELECT (role, session_role, artifact_sha256, output_sha256)::text FROM kvg.readable_audit
+           WHERE operation = 'export' ORDER BY seq DESC LIMIT 1),
+          format('(tap_alice,tap_alice,%s,%s)', :'alice_art', :'alice_art'),
+          'an export is audited: a row names the reader and the artifact');
+SELECT is((SELECT count(*) FROM kvg.readable_artifacts WHERE sha256 IN (:'alice_art', :'alice_child')), 2::bigint,
+          'alice sees her artifacts in kvg.readable_artifacts');
 -- A call that rolls back leaves no claim: its caller is not the owner.
 SAVEPOINT draft;
 SELECT kvg_capture('Alice deleted this draft about the blue kite.') AS draft \gset
@@ -65,10 +69,11 @@ SELECT throws_ok(format('SELECT kvg_export(%L)', :'alice_child'), '42501', NULL,
 SELECT throws_ok(format('SELECT kvg_import(%L::bytea, verify => false)', :'child_bytes'), '42501',
                  format('artifact %s %s', :'alice_art', :'refused'),
                  'importing an artifact that continues alice''s is refused: its parent would be grafted');
-SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (:'alice_art', :'alice_child', :'draft')), 0::bigint,
-          'mallory''s SELECT on kvg.artifacts shows none of alice''s rows');
-SELECT is((SELECT count(*) FROM kvg.artifact_claims WHERE claimed_by <> 'tap_mallory'), 0::bigint,
-          'nor anyone''s claims but her own');
+SELECT is((SELECT count(*) FROM kvg.readable_artifacts WHERE sha256 IN (:'alice_art', :'alice_child', :'draft')),
+          0::bigint, 'mallory''s kvg.readable_artifacts shows none of alice''s rows');
+SELECT throws_ok('SELECT count(*) FROM kvg.artifacts', '42501', NULL,
+                 'a kvg_user does not read kvg.artifacts itself (a plan would count other users'' rows)');
+SELECT throws_ok('SELECT count(*) FROM kvg.artifact_claims', '42501', NULL, 'nor anyone''s claims');
 
 -- Prefix reuse grafts alice's stored prefix into her own call, not into
 -- mallory's (the grafted token count would time it).
@@ -114,7 +119,7 @@ CREATE TEMP TABLE chain ON COMMIT DROP AS
 GRANT SELECT ON chain TO PUBLIC;
 SELECT cmp_ok((SELECT count(*) FROM chain), '>', 1::bigint, 'the entry''s artifact continues a chain');
 SET SESSION AUTHORIZATION tap_mallory;
-SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (SELECT sha256 FROM chain)),
+SELECT is((SELECT count(*) FROM kvg.readable_artifacts WHERE sha256 IN (SELECT sha256 FROM chain)),
           (SELECT count(*) FROM chain), 'mallory sees the entry''s artifact and every ancestor of it');
 SELECT is(length(kvg_export(:'published')) > 0, true, 'and exports the entry''s artifact');
 SELECT lives_ok(format('SELECT kvg_generate(%L, 2, %L)', ' The', :'published'), 'and generates after it');
@@ -139,12 +144,67 @@ SELECT is(length(kvg_export(:'alice_link')) > 0, true, 'alice exports it');
 SET SESSION AUTHORIZATION tap_audit;
 SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (:'alice_art', :'alice_child', :'alice_link')),
           3::bigint, 'an auditor sees every user''s artifacts');
+SELECT is((SELECT count(*) FROM kvg.readable_artifacts WHERE sha256 IN (:'alice_art', :'alice_child', :'alice_link')),
+          3::bigint, 'in kvg.readable_artifacts too');
 SELECT is(length(kvg_export(:'alice_child')) > 0, true, 'and exports them');
 RESET SESSION AUTHORIZATION;
 SELECT is((SELECT count(*) FROM kvg.artifacts WHERE sha256 IN (:'alice_art', :'alice_child', :'alice_link')),
           3::bigint, 'so does a superuser');
 SELECT throws_ok(format('SELECT kvg_export(%L)', repeat('ab', 32)), '42704', NULL,
                  'who reads every artifact is told plainly that one is not stored');
+
+-- No plan counts other users' rows (the third review's EXPLAIN attack: with
+-- a policy on kvg.artifacts, "Rows Removed by Filter: 1" showed exactly when
+-- another user had stored a guessed prompt, and a range of hashes, a
+-- leakproof index condition, listed every stored SHA-256). A kvg_user reads
+-- kvg.readable_artifacts and kvg.storage_usage, whose rows come out of a
+-- function: its plan is the same whatever other users stored. The hashes a
+-- query names are blanked, so that the plans compare as wholes.
+SET SESSION AUTHORIZATION tap_alice;
+SELECT kvg_capture('Alice keeps a private note about the green door.') AS alice_note \gset
+RESET SESSION AUTHORIZATION;
+SELECT tokens_sha256 AS alice_tokens FROM kvg.artifacts WHERE sha256 = :'alice_note' \gset
+CREATE FUNCTION pg_temp.plan_of(query text, hidden text DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  line text;
+  plan text := '';
+BEGIN
+  FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || query LOOP
+    plan := plan || coalesce(replace(line, hidden, '<hash>'), line) || E'\n';
+  END LOOP;
+  RETURN plan;
+END $$;
+\set guess 'SELECT 1 FROM %s WHERE parent_sha256 IS NULL AND tokens_sha256 = %L'
+SELECT isnt(pg_temp.plan_of(format(:'guess', 'kvg.artifacts', :'alice_tokens'), :'alice_tokens'),
+            pg_temp.plan_of(format(:'guess', 'kvg.artifacts', repeat('0', 64)), repeat('0', 64)),
+            '(a reader of the table itself tells a stored prompt from one nobody stored by its plan)');
+SET SESSION AUTHORIZATION tap_mallory;
+SELECT is(pg_temp.plan_of(format(:'guess', 'kvg.readable_artifacts', :'alice_tokens'), :'alice_tokens'),
+          pg_temp.plan_of(format(:'guess', 'kvg.readable_artifacts', repeat('0', 64)), repeat('0', 64)),
+          'mallory''s EXPLAIN ANALYZE is the same for a prompt alice stored and one nobody did');
+SELECT is(pg_temp.plan_of(format('SELECT 1 FROM kvg.readable_audit WHERE artifact_sha256 = %L', :'alice_note'),
+                          :'alice_note'),
+          pg_temp.plan_of(format('SELECT 1 FROM kvg.readable_audit WHERE artifact_sha256 = %L', repeat('0', 64)),
+                          repeat('0', 64)),
+          'and over kvg.readable_audit for an artifact alice captured and one nobody did');
+SELECT throws_ok('SELECT count(*) FROM kvg.audit', '42501', NULL, 'a kvg_user does not read kvg.audit itself');
+\set range 'SELECT sha256 FROM kvg.readable_artifacts WHERE sha256 >= ''0'' AND sha256 < ''g'''
+SELECT pg_temp.plan_of(:'range') AS range_before, pg_temp.plan_of('SELECT * FROM kvg.storage_usage') AS usage_before \gset
+SET SESSION AUTHORIZATION tap_alice;
+SELECT kvg_capture('Alice adds one more private note, about the blue gate.') \g /dev/null
+SET SESSION AUTHORIZATION tap_mallory;
+SELECT is(pg_temp.plan_of(:'range'), :'range_before',
+          'a range of hashes plans and counts the same after alice stores another artifact');
+SELECT is(pg_temp.plan_of('SELECT * FROM kvg.storage_usage'), :'usage_before', 'so does kvg.storage_usage');
+SELECT is((SELECT count(*) FROM kvg.storage_usage WHERE role <> 'tap_mallory'), 0::bigint,
+          'which shows mallory her own row alone');
+-- The engine worker's figures sum every user's calls: a graft of alice's
+-- private artifact grew cache_bytes by exactly its size.
+SELECT is((SELECT (pid IS NOT NULL, sequences, served, cache_bytes)::text FROM kvg.engine_worker), '(t,,,)',
+          'mallory sees the engine worker, not its figures');
+SET SESSION AUTHORIZATION tap_audit;
+SELECT is((SELECT served IS NOT NULL AND cache_bytes IS NOT NULL FROM kvg.engine_worker), true,
+          'an auditor sees them');
 
 -- An operator of her own ahead of pg_catalog (the third review's attack):
 -- mallory's `=` answers true for any two texts, and her search_path puts it
@@ -160,13 +220,27 @@ SET SESSION AUTHORIZATION tap_mallory;
 SELECT kvg_capture('Mallory keeps a note of her own.') \g /dev/null
 CREATE FUNCTION tap_shadow.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
 CREATE OPERATOR tap_shadow.= (LEFTARG = text, RIGHTARG = text, FUNCTION = tap_shadow.always);
+-- More of her own, each counting its calls: <>, ||, lower and length.
+CREATE SEQUENCE tap_shadow.calls;
+CREATE FUNCTION tap_shadow.never(text, text) RETURNS boolean LANGUAGE sql
+  AS 'SELECT pg_catalog.nextval(''tap_shadow.calls'') < 0';
+CREATE OPERATOR tap_shadow.<> (LEFTARG = text, RIGHTARG = text, FUNCTION = tap_shadow.never);
+CREATE FUNCTION tap_shadow.glue(text, text) RETURNS text LANGUAGE sql
+  AS 'SELECT $2 WHERE pg_catalog.nextval(''tap_shadow.calls'') > 0';
+CREATE OPERATOR tap_shadow.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = tap_shadow.glue);
+CREATE FUNCTION tap_shadow.lower(text) RETURNS text LANGUAGE sql
+  AS 'SELECT ''''::text WHERE pg_catalog.nextval(''tap_shadow.calls'') > 0';
+CREATE FUNCTION tap_shadow.length(text) RETURNS integer LANGUAGE sql
+  AS 'SELECT 0 WHERE pg_catalog.nextval(''tap_shadow.calls'') > 0';
 CREATE TEMP TABLE shadowed (call text, outcome text);
 INSERT INTO shadowed (call) VALUES
   (format('SELECT kvg_export(%L)', :'alice_child')),
   (format('SELECT kvg_generate(%L, 4, %L)', ' She', :'alice_child')),
   (format('SELECT * FROM kvg_artifact_verify(%L)', :'alice_child')),
   (format('SELECT kvg_tokenize(%L, %L)', ' She', :'alice_child')),
-  (format('SELECT * FROM kvg_graft_check(%L, %L)', :'alice_child', ' She'));
+  (format('SELECT * FROM kvg_graft_check(%L, %L)', :'alice_child', ' She')),
+  (format('SELECT kvg_capture(%L, %L)', ' She', :'alice_child')),
+  (format('SELECT * FROM kvg_generate_positional(ARRAY[%L], %L, 4)', :'alice_child', ' She'));
 SET search_path = tap_shadow, pg_catalog, public;
 SELECT 'mallory'::text = 'alice'::text AS shadow_answers \gset
 DO $$
@@ -187,6 +261,7 @@ RESET search_path;
 SELECT is(:'shadow_answers'::text, 't', 'under her search_path, mallory''s = says two different texts are equal');
 SELECT is(outcome, '42501', 'with her = ahead of pg_catalog, still refused: ' || left(call, 40))
 FROM shadowed ORDER BY call;
+SELECT is((SELECT is_called FROM tap_shadow.calls), false, 'and not one statement of kvg''s ran her <>, ||, lower or length');
 RESET SESSION AUTHORIZATION;
 
 SELECT * FROM finish();

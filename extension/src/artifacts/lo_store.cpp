@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "extension/src/workers/writer/writer.hpp"
+#include "extension/src/artifacts/artifact_access.hpp"
 #include "extension/src/artifacts/disk_headroom.hpp"
 #include "extension/src/roles/owner_rights.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
@@ -313,22 +314,26 @@ std::vector<StoredLink> LoStore::links(const std::optional<Digest>& parent, std:
   }
   hashes += '}';
   const std::string fingerprint = to_hex(model_fingerprint);
-  // With the caller's own rights, not the owner's: the row-level security
-  // policies on kvg.artifacts offer only the links the caller may read (its
-  // own and published ones; docs/security.md), so that which prompts other
-  // users stored cannot be timed through what a call grafts.
+  // Only the links the caller may read (its own and published ones, or all
+  // for a caller who reads every artifact; docs/security.md), so that which
+  // prompts other users stored cannot be timed through what a call grafts.
+  // Asked of each row with the owner's rights (artifact_access.hpp).
   // Two statements rather than IS NOT DISTINCT FROM, which no index serves.
+  const std::string reads_all = caller_reads_every_artifact(spi_) ? "t" : "f";
+  OwnerRights owner;
   const std::vector<SqlRow> rows =
       parent ? spi_.run_latest("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 = $1 AND tokens_sha256 = ANY ($2::text[]) "
                         "AND model_fingerprint = $3 AND recipe = $4 "
-                        "AND provenance IN ('computed', 'verified') ORDER BY sha256",
-                        {to_hex(*parent), hashes, fingerprint, recipe})
+                        "AND provenance IN ('computed', 'verified') "
+                        "AND ($5::boolean OR kvg.artifact_readable(sha256)) ORDER BY sha256",
+                        {to_hex(*parent), hashes, fingerprint, recipe, reads_all})
              : spi_.run_latest("SELECT sha256, n_tokens, tokens_sha256 FROM kvg.artifacts "
                         "WHERE parent_sha256 IS NULL AND tokens_sha256 = ANY ($1::text[]) "
                         "AND model_fingerprint = $2 AND recipe = $3 "
-                        "AND provenance IN ('computed', 'verified') ORDER BY sha256",
-                        {hashes, fingerprint, recipe});
+                        "AND provenance IN ('computed', 'verified') "
+                        "AND ($4::boolean OR kvg.artifact_readable(sha256)) ORDER BY sha256",
+                        {hashes, fingerprint, recipe, reads_all});
   std::vector<StoredLink> links;
   for (const SqlRow& r : rows) {
     StoredLink link;

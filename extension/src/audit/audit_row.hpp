@@ -17,7 +17,7 @@
 namespace kvg::pg {
 
 struct AuditRecord {
-  // "import", "capture", "generate", "graft_check", "learn", "solve", "answer", "chat"
+  // "import", "capture", "generate", "graft_check", "learn", "solve", "answer", "chat", "export"
   std::string operation;
   std::optional<std::string> model_fingerprint;
   std::optional<std::string> recipe;

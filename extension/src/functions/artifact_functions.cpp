@@ -97,7 +97,9 @@ KVG_SQL_FUNCTION(kvg_import) {
 
 // kvg_export(artifact text) returns bytea: the stored bytes, hash-checked on
 // the way out (an object that no longer matches its identity is an error).
-// Only of an artifact the caller may read (artifact_access.hpp).
+// Only of an artifact the caller may read (artifact_access.hpp). An export
+// hands out a prompt's tokens, so it is audited like a call: a row naming
+// the reader and the artifact is committed before the bytes are returned.
 // STRICT; a blank artifact gives NULL (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_export) {
   if (arg_is_blank(fcinfo, 0)) PG_RETURN_NULL();
@@ -115,6 +117,13 @@ KVG_SQL_FUNCTION(kvg_export) {
   if (got != row.bytes || src->read(&extra, 1) != 0)
     throw Error(ErrorCode::Corrupt, "artifact " + to_hex(id) + ": large object size differs from kvg.artifacts.bytes (" +
                                         std::to_string(row.bytes) + ")");
+  AuditRecord audit;
+  audit.operation = "export";
+  audit.artifact_sha256 = to_hex(id);
+  audit.output_sha256 = to_hex(id);  // the bytes returned hash to the artifact's identity
+  if (row.meta.model_fingerprint) audit.model_fingerprint = to_hex(*row.meta.model_fingerprint);
+  audit.recipe = row.meta.recipe;
+  audit_append(spi, audit);
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
+#include "catalog/pg_authid.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
@@ -22,6 +23,7 @@ extern "C" {
 #include "storage/proc.h"
 #include "storage/shm_mq.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -325,7 +327,11 @@ using namespace kvg::pg::engine_worker;
 extern "C" {
 
 // kvg_engine_worker(): the worker's state and figures, one row. Plain C:
-// nothing to unwind.
+// nothing to unwind. Its figures sum every user's calls (a graft of a
+// private artifact grows cache_bytes by that artifact's size), so, as
+// pg_stat_activity shows other sessions' queries, they are shown only to
+// roles that see statistics of every user: pg_read_all_stats, kvg_auditor
+// and superusers; to others they are NULL.
 PG_FUNCTION_INFO_V1(kvg_engine_worker);
 Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
   InitMaterializedSRF(fcinfo, 0);
@@ -352,9 +358,15 @@ Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
                       Int64GetDatum(int64(f.cache_hits)),
                       Int64GetDatum(int64(f.cache_misses)),
                       Int64GetDatum(int64(f.gpu_weight_uploads))};
+  const Oid auditor = get_role_oid("kvg_auditor", true);
+  const bool sees_figures = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS) ||
+                            (OidIsValid(auditor) && has_privs_of_role(GetUserId(), auditor));
   bool nulls[16] = {};
   nulls[0] = pid == 0;
   nulls[2] = f.model[0] == '\0';
+  constexpr int kFirstFigure = 3;  // pid, starts and model are everyone's to see
+  if (!sees_figures)
+    for (int i = kFirstFigure; i < 16; ++i) nulls[i] = true;
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   return Datum(0);
 }
