@@ -57,7 +57,7 @@ DELETE FROM artifacts WHERE sha256 = encode(sha256(:'child'), 'hex');
 SELECT count(*) AS orphan_objects FROM pg_largeobject_metadata m
 WHERE NOT EXISTS (SELECT FROM artifacts a WHERE a.loid = m.oid);
 
--- Every import is in the audit trail, and the chain verifies.
+-- Every import and every export is in the audit trail, and the chain verifies.
 SELECT operation, role = current_user AS by_me, artifact_sha256 IS NOT NULL AS has_artifact
 FROM audit ORDER BY id;
 SELECT * FROM kvg_audit_verify();
