@@ -16,7 +16,6 @@
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/roles/owner_rights.hpp"
 #include "extension/src/spi/spi.hpp"
-#include "extension/src/spi/sql_values.hpp"
 #include "extension/src/pg/postgres.hpp"
 
 using namespace kvg;
@@ -33,15 +32,15 @@ Datum rows_for_caller(FunctionCallInfo fcinfo, const char* sql) {
   const std::string reads_all = caller_reads_every_artifact(spi) ? "t" : "f";
   const std::string caller = calling_role();
   OwnerRights owner;
-  return_text_rows(fcinfo, spi.run(sql, {reads_all, caller}));
+  spi.return_rows_of(fcinfo, sql, {reads_all, caller});
   return Datum(0);
 }
 
 }  // namespace
 
 // kvg.readable_artifact_rows() returns SETOF kvg.artifacts: the rows the
-// caller may read (kvg.artifact_readable, or every row). The committed state
-// as of the caller's snapshot, like any read of a table.
+// caller may read (kvg.artifact_readable, or every row), under the caller's
+// snapshot, like any read of a table.
 KVG_SQL_FUNCTION(kvg_readable_artifact_rows) {
   return rows_for_caller(fcinfo,
                          "SELECT a.* FROM kvg.artifacts a "

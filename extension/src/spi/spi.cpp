@@ -5,8 +5,11 @@
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
+#include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 }
 
 namespace kvg::pg {
@@ -120,6 +123,33 @@ std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlVa
     });
   });
   return result_rows(rc, sql);
+}
+
+void Spi::return_rows_of(FunctionCallInfo fcinfo, const char* sql, std::initializer_list<SqlValue> params) {
+  constexpr long kRowsPerFetch = 1000;
+  Params p(params);
+  call([&] { InitMaterializedSRF(fcinfo, 0); });
+  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+  with_pinned_search_path([&] {
+    call([&] {
+      Portal portal = SPI_cursor_open_with_args(nullptr, sql, p.count(), p.types.data(), p.values.data(),
+                                                p.nulls.data(), true, 0);
+      if (!portal) elog(ERROR, "kvg: cannot open a cursor for: %s", sql);
+      for (;;) {
+        SPI_cursor_fetch(portal, true, kRowsPerFetch);
+        if (SPI_processed == 0) break;
+        const TupleDesc got = SPI_tuptable->tupdesc;
+        bool same = got->natts == rsinfo->setDesc->natts;
+        for (int i = 0; same && i < got->natts; ++i)
+          same = TupleDescAttr(got, i)->atttypid == TupleDescAttr(rsinfo->setDesc, i)->atttypid;
+        if (!same) elog(ERROR, "kvg: the query's rows are not the function's result type: %s", sql);
+        for (uint64 i = 0; i < SPI_processed; ++i) tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+        SPI_freetuptable(SPI_tuptable);
+        CHECK_FOR_INTERRUPTS();
+      }
+      SPI_cursor_close(portal);
+    });
+  });
 }
 
 }  // namespace kvg::pg

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+struct FunctionCallInfoBaseData;
+
 namespace kvg::pg {
 
 using SqlValue = std::optional<std::string>;  // nullopt is SQL NULL
@@ -43,6 +45,13 @@ class Spi {
   // wrote into the object it means (the statement returns it qualified, or
   // its OID, for the pinned statements that follow).
   std::vector<SqlRow> run_in_callers_path(const char* sql, std::initializer_list<SqlValue> params = {});
+  // Runs a read-only query under the caller's snapshot and hands its rows,
+  // as a cursor fetches them, to the calling set-returning function's result
+  // (a tuplestore, which spills to disk past work_mem): however many rows,
+  // none is held twice in memory, and none is converted. The query's columns
+  // must have the function's result types (checked: an error otherwise). The
+  // function then returns Datum(0).
+  void return_rows_of(FunctionCallInfoBaseData* fcinfo, const char* sql, std::initializer_list<SqlValue> params);
 };
 
 // The search_path of every statement kvg runs: PostgreSQL's catalog, then

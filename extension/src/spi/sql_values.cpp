@@ -108,22 +108,6 @@ void return_rows(FunctionCallInfo fcinfo, const std::vector<std::vector<ResultVa
   }
 }
 
-void return_text_rows(FunctionCallInfo fcinfo, const std::vector<SqlRow>& rows) {
-  call([&] { InitMaterializedSRF(fcinfo, 0); });
-  auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-  AttInMetadata* input = call([&] { return TupleDescGetAttInMetadata(rsinfo->setDesc); });
-  std::vector<char*> values;
-  for (const SqlRow& row : rows) {
-    if (row.size() != static_cast<size_t>(rsinfo->setDesc->natts))
-      throw Error(ErrorCode::Internal, "a result row has " + std::to_string(row.size()) + " columns, the function returns " +
-                                           std::to_string(rsinfo->setDesc->natts));
-    values.assign(row.size(), nullptr);
-    for (size_t i = 0; i < row.size(); ++i)
-      if (row[i]) values[i] = const_cast<char*>(row[i]->c_str());
-    call([&] { tuplestore_puttuple(rsinfo->setResult, BuildTupleFromCStrings(input, values.data())); });
-  }
-}
-
 Datum composite_result(FunctionCallInfo fcinfo, const std::vector<ResultValue>& values) {
   std::vector<Datum> datums(values.size(), Datum(0));
   auto nulls = std::make_unique<bool[]>(values.size());

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include "extension/src/spi/spi.hpp"
 #include "storage/sha256.hpp"
 
 struct FunctionCallInfoBaseData;
@@ -54,12 +53,6 @@ using ResultValue = std::optional<Datum>;
 // The rows of a set-returning function declared RETURNS TABLE; the function
 // then returns Datum(0).
 void return_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<std::vector<ResultValue>>& rows);
-// The rows of a set-returning function, given as text (as Spi returns
-// them): each column is read by its result type's input function, so a
-// statement's rows pass through whatever the function is declared to
-// return (RETURNS SETOF a table's row type). The function then returns
-// Datum(0).
-void return_text_rows(FunctionCallInfoBaseData* fcinfo, const std::vector<SqlRow>& rows);
 // The value of a function declared with OUT parameters (RETURNS record, one
 // row, usable in an expression: (f(x)).ok).
 Datum composite_result(FunctionCallInfoBaseData* fcinfo, const std::vector<ResultValue>& values);
