@@ -15,7 +15,7 @@ model=$(stage_for_server "${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.
 q() { psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
 q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
 trap 'q -d postgres -c "DROP DATABASE IF EXISTS $db"' EXIT
-q -d "$db" -c "CREATE EXTENSION kvg" -c "CREATE SCHEMA bench" -c "GRANT USAGE ON SCHEMA bench TO kvg_verifier" \
+q -d "$db" -c "CREATE EXTENSION kvg" -c "CREATE SCHEMA bench" \
   -c "CREATE FUNCTION bench.has_words(q text, a text) RETURNS boolean LANGUAGE sql RETURN a ~ '[[:alnum:]]'"
 q -d "$db" <<SQL
 SET kvg.model = '$model';

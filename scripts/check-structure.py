@@ -35,6 +35,7 @@ SPI_RUNS_SQL = re.compile(r'\bSPI_(execute\w*|exec|prepare\w*|cursor_open\w*)\s*
 PINNED_SPI_FILES = {
     'extension/src/workers/writer/writer_main.cpp': 'the writer session sets it (PGC_S_OVERRIDE)',
     'extension/src/workers/verifier/verifier_worker_main.cpp': 'the verifier session sets it',
+    'extension/src/workers/verifier/verifier_freeze.cpp': 'runs only in the verifier session, which sets it',
     'extension/src/artifacts/artifact_access.cpp': 'its saved plan runs under OwnerRights (RunAs pins it)',
 }
 

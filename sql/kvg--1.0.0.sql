@@ -18,8 +18,10 @@
 -- may also deposit entries checked by SQL functions; kvg_auditor reads every
 -- audit row and produces manifests; kvg_audit_writer is what a hot standby
 -- connects as to append its audit rows here; kvg_verifier is the role
--- function verifiers run as, in a worker of their own (granted nothing here:
--- the administrator grants it what verifiers may read; docs/security.md). Rows of kvg.artifacts, kvg.audit
+-- function verifiers run as, in a worker of their own (granted nothing, and a
+-- verifier fails closed while anyone grants it anything; docs/security.md);
+-- schema kvg_frozen holds the frozen copies of function verifiers, made at
+-- deposit, and no one else's objects. Rows of kvg.artifacts, kvg.audit
 -- and kvg.knowledge, and the artifacts' large objects, are written by the C
 -- code with the rights of the schema owner (extension/src/roles/owner_rights.hpp),
 -- so no role needs INSERT on them and no SECURITY DEFINER function is needed.
@@ -54,6 +56,15 @@ BEGIN
 END
 $$;
 GRANT kvg_user TO kvg_author;
+
+-- Frozen verifiers ------------------------------------------------------------------------
+-- A function verifier, and every function it reaches, is copied here at
+-- deposit (extension/src/workers/verifier/verifier_freeze.cpp); answers run
+-- the copy. Only the extension's owner may create or change anything here.
+CREATE SCHEMA kvg_frozen;
+REVOKE ALL ON SCHEMA kvg_frozen FROM PUBLIC;
+COMMENT ON SCHEMA kvg_frozen IS
+  'Frozen copies of function verifiers, made at deposit: what answers run (docs/security.md, promise 8).';
 
 -- Immutable rows ------------------------------------------------------------------------
 
@@ -1003,29 +1014,17 @@ $$;
 COMMENT ON FUNCTION kvg.verify(text, text, text, text) IS
   'Whether candidate passes a built-in verifier (contains, exact:, regex:).';
 
--- What a function verifier reaches, and what it is pinned to (docs/security.md,
--- promise 8). The reach is the closure over pg_depend from the function:
--- forward, every object a thing depends on (the functions, operators,
--- types, casts, tables and views an atomic SQL body names: PostgreSQL
--- records them for LANGUAGE sql functions with a BEGIN ATOMIC or RETURN
--- body); and, from a table, view or type, what is attached to it and
--- changes what reading or writing it does (view rules, triggers, row
--- security policies, column defaults, constraints, indexes, domain
--- checks). Each object has a canonical definition, printed under the fixed
--- settings below (SET on the function), so that no session's settings
--- change it. `allowed` is false for a function whose code cannot be
--- followed: one that is neither atomic SQL nor built in (in pg_catalog and
--- owned by the bootstrap superuser: an extension's C functions, dblink's
--- included, are not), and where the built-ins that run SQL text they are
--- given (query_to_xml and kin, ts_stat, ts_rewrite) or read a relation
--- chosen at run time (table_, schema_, database_to_xml and kin) are called.
--- A table's rows are data, not definition: they are not pinned.
-CREATE FUNCTION kvg.verifier_reach(fn regprocedure, OUT object text, OUT definition text, OUT allowed boolean)
+-- What a function verifier reaches, what it is pinned to, and what of it is
+-- frozen (docs/security.md, promise 8). The closure over pg_depend from the
+-- function: forward, every object a thing depends on (the functions,
+-- operators, types, casts, tables and views an atomic SQL body names:
+-- PostgreSQL records them for LANGUAGE sql functions with a BEGIN ATOMIC or
+-- RETURN body); and, from a table, view or type, what is attached to it and
+-- changes what reading or writing it does (view rules, triggers, row security
+-- policies, column defaults, constraints, indexes, domain checks).
+CREATE FUNCTION kvg.verifier_closure(fn regprocedure, OUT classid oid, OUT objid oid)
 RETURNS SETOF record
-LANGUAGE sql STABLE STRICT
-SET search_path = pg_catalog, pg_temp SET quote_all_identifiers = off SET extra_float_digits = 1
-SET datestyle = 'ISO, MDY' SET intervalstyle = postgres SET timezone = 'UTC' SET bytea_output = hex
-SET standard_conforming_strings = on SET lc_monetary = 'C' SET xmloption = content
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
 AS $$
   WITH RECURSIVE reach(classid, objid) AS (
     SELECT 'pg_proc'::regclass::oid, fn::oid
@@ -1035,6 +1034,7 @@ AS $$
     CROSS JOIN LATERAL (
       SELECT d.refclassid, d.refobjid FROM pg_depend d
       WHERE d.classid = r.classid AND d.objid = r.objid
+        AND d.refclassid <> 'pg_extension'::regclass  -- membership: what a thing does is its own definition
       UNION ALL
       SELECT d.classid, d.objid FROM pg_depend d
       WHERE r.classid IN ('pg_class'::regclass, 'pg_type'::regclass)
@@ -1043,6 +1043,42 @@ AS $$
                           'pg_attrdef'::regclass, 'pg_constraint'::regclass, 'pg_class'::regclass)
     ) e(classid, objid)
   )
+  SELECT classid, objid FROM reach
+$$;
+COMMENT ON FUNCTION kvg.verifier_closure(regprocedure) IS
+  'Every object a function verifier reaches: the closure over pg_depend (kvg.verifier_reach says what each is).';
+
+-- Whether a function is built in: in pg_catalog and owned by the bootstrap
+-- superuser (an extension's functions, dblink's included, are not).
+CREATE FUNCTION kvg.builtin_function(fn oid) RETURNS boolean
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+RETURN EXISTS (SELECT FROM pg_proc p WHERE p.oid = fn AND p.proowner = 10
+                                       AND p.pronamespace = 'pg_catalog'::regnamespace);
+COMMENT ON FUNCTION kvg.builtin_function(oid) IS
+  'Whether a function is built in (in pg_catalog, owned by the bootstrap superuser): a verifier may call it.';
+
+-- Each object of the closure with its canonical definition, printed under
+-- the fixed settings below (SET on the function), so that no session's
+-- settings change it; and whether a verifier may reach it. A verifier is a
+-- pure function of question and answer, frozen at deposit (kvg.verifier_copies):
+-- `allowed` holds for a built-in object (created by initdb: its OID is below
+-- 16384), the schemas that hold functions, and an atomic SQL function (BEGIN
+-- ATOMIC or RETURN body: its calls are bound by OID) that is neither
+-- SECURITY DEFINER nor SET anything; not for a relation (a verifier reads no
+-- table: rows are data that its depositor could change), nor any other
+-- object of a user's (an operator, type, cast, text-search configuration or
+-- dictionary, aggregate: its definition could change after the freeze), nor
+-- where a built-in is called that runs SQL text it is given (query_to_xml
+-- and kin, ts_stat, ts_rewrite), reads a relation chosen at run time
+-- (table_, schema_, database_to_xml and kin), or looks up a name at run time
+-- (to_regclass and kin, a cast of text to regclass, regconfig, ...).
+CREATE FUNCTION kvg.verifier_reach(fn regprocedure, OUT object text, OUT definition text, OUT allowed boolean)
+RETURNS SETOF record
+LANGUAGE sql STABLE STRICT
+SET search_path = pg_catalog, pg_temp SET quote_all_identifiers = off SET extra_float_digits = 1
+SET datestyle = 'ISO, MDY' SET intervalstyle = postgres SET timezone = 'UTC' SET bytea_output = hex
+SET standard_conforming_strings = on SET lc_monetary = 'C' SET xmloption = content
+AS $$
   SELECT pg_describe_object(r.classid, r.objid, 0),
          coalesce(CASE r.classid
            WHEN 'pg_proc'::regclass THEN (
@@ -1094,37 +1130,57 @@ AS $$
              FROM pg_cast c WHERE c.oid = r.objid)
            ELSE pg_describe_object(r.classid, r.objid, 0)
          END, ''),
-         -- Code that cannot be pinned: a function that is neither atomic
-         -- SQL nor built in; or a parsed body, rule, policy, default or
-         -- check that calls a built-in running SQL text (built-ins are not
-         -- in pg_depend: their calls are found by OID in the parse trees).
-         (r.classid <> 'pg_proc'::regclass OR EXISTS (
-            SELECT FROM pg_proc p
-            WHERE p.oid = r.objid
-              AND ((p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql') AND p.prosqlbody IS NOT NULL)
-                   OR (p.proowner = 10 AND p.pronamespace = 'pg_catalog'::regnamespace))))
-         AND coalesce(CASE r.classid
-               WHEN 'pg_proc'::regclass THEN (SELECT p.prosqlbody::text FROM pg_proc p WHERE p.oid = r.objid)
-               WHEN 'pg_rewrite'::regclass THEN (
-                 SELECT w.ev_action::text || coalesce(w.ev_qual::text, '') FROM pg_rewrite w WHERE w.oid = r.objid)
-               WHEN 'pg_policy'::regclass THEN (
-                 SELECT coalesce(p.polqual::text, '') || coalesce(p.polwithcheck::text, '')
-                 FROM pg_policy p WHERE p.oid = r.objid)
-               WHEN 'pg_attrdef'::regclass THEN (SELECT d.adbin::text FROM pg_attrdef d WHERE d.oid = r.objid)
-               WHEN 'pg_constraint'::regclass THEN (SELECT c.conbin::text FROM pg_constraint c WHERE c.oid = r.objid)
-               WHEN 'pg_trigger'::regclass THEN (SELECT t.tgqual::text FROM pg_trigger t WHERE t.oid = r.objid)
-             END, '') !~ (
+         CASE
+           WHEN r.classid = 'pg_proc'::regclass THEN EXISTS (
+             SELECT FROM pg_proc p
+             WHERE p.oid = r.objid
+               AND (kvg.builtin_function(p.oid)
+                    OR (p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'sql') AND p.prosqlbody IS NOT NULL
+                        AND p.prokind = 'f' AND NOT p.prosecdef AND p.proconfig IS NULL)))
+           WHEN r.classid = 'pg_class'::regclass THEN false
+           WHEN r.classid = 'pg_namespace'::regclass THEN true
+           ELSE r.objid < 16384
+         END
+         AND coalesce((SELECT p.prosqlbody::text FROM pg_proc p WHERE r.classid = 'pg_proc'::regclass AND p.oid = r.objid),
+                      '') !~ (
            SELECT ':funcid (' || string_agg(p.oid::text, '|') || ')[^0-9]'
+                  || '|:(funcresulttype|resulttype) (' || (
+                    SELECT string_agg(t.oid::text, '|') FROM pg_type t
+                    WHERE t.typnamespace = 'pg_catalog'::regnamespace
+                      AND t.typname IN ('regclass', 'regproc', 'regprocedure', 'regoper', 'regoperator', 'regtype',
+                                        'regconfig', 'regdictionary', 'regnamespace', 'regrole', 'regcollation'))
+                  || ')[^0-9]'
            FROM pg_proc p
            WHERE p.pronamespace = 'pg_catalog'::regnamespace
              AND p.proname IN ('query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'ts_stat',
                                'ts_rewrite', 'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema',
                                'schema_to_xml', 'schema_to_xmlschema', 'schema_to_xml_and_xmlschema',
                                'database_to_xml', 'database_to_xmlschema', 'database_to_xml_and_xmlschema'))
-  FROM reach r
+  FROM kvg.verifier_closure(fn) r
 $$;
 COMMENT ON FUNCTION kvg.verifier_reach(regprocedure) IS
-  'Everything a function verifier reaches, each with its canonical definition and whether its code can be pinned.';
+  'Everything a function verifier reaches, each with its canonical definition and whether a verifier may reach it.';
+
+-- What a verifier's freeze copies (extension/src/workers/verifier/
+-- verifier_freeze.cpp): the functions of its closure that are not built in,
+-- each with those of them it calls.
+CREATE FUNCTION kvg.verifier_copies(fn regprocedure, OUT function oid, OUT callees oid[])
+RETURNS SETOF record
+LANGUAGE sql STABLE STRICT SET search_path = pg_catalog, pg_temp
+AS $$
+  WITH own AS (
+    SELECT c.objid FROM kvg.verifier_closure(fn) c
+    WHERE c.classid = 'pg_proc'::regclass AND NOT kvg.builtin_function(c.objid)
+  )
+  SELECT o.objid,
+         ARRAY(SELECT DISTINCT d.refobjid FROM pg_depend d
+               WHERE d.classid = 'pg_proc'::regclass AND d.objid = o.objid
+                 AND d.refclassid = 'pg_proc'::regclass AND d.refobjid IN (SELECT objid FROM own)
+               ORDER BY 1)
+  FROM own o
+$$;
+COMMENT ON FUNCTION kvg.verifier_copies(regprocedure) IS
+  'The functions a verifier''s freeze copies into kvg_frozen, each with those of them it calls.';
 
 -- What a function verifier is pinned to: the SHA-256 of the canonical
 -- definitions of everything it reaches (kvg.verifier_reach), in a fixed
@@ -1165,7 +1221,8 @@ CREATE TABLE kvg.knowledge (
   -- What routing compares questions with (kvg.related_knowledge).
   lexemes         text[] GENERATED ALWAYS AS
                     (tsvector_to_array(to_tsvector('english'::regconfig, question || ' ' || solution))) STORED,
-  verifier_pin    text CHECK (verifier_pin ~ '^[0-9a-f]{64}$')
+  verifier_pin    text CHECK (verifier_pin ~ '^[0-9a-f]{64}$'),
+  verifier_frozen text CHECK (verifier_frozen ~ '^kvg_frozen\.v_[0-9a-f]{40}$')
 );
 CREATE INDEX ON kvg.knowledge USING gin (lexemes);
 CREATE INDEX ON kvg.knowledge (artifact_sha256);
@@ -1176,7 +1233,9 @@ CREATE CONSTRAINT TRIGGER artifacts_entry_kept AFTER DELETE ON kvg.artifacts
 COMMENT ON TABLE kvg.knowledge IS
   'Verified solutions, one per normalized question, each with the artifact of its prompt; see docs/flywheel.md.';
 COMMENT ON COLUMN kvg.knowledge.verifier_pin IS
-  'For a function verifier: kvg.function_pin at deposit. NULL (for a function) fails closed: learn it again.';
+  'For a function verifier: kvg.function_pin of its frozen copy. NULL (for a function) fails closed: learn it again.';
+COMMENT ON COLUMN kvg.knowledge.verifier_frozen IS
+  'For a function verifier: its frozen copy in kvg_frozen, which answers run. NULL fails closed: learn it again.';
 
 -- Who reads which artifact (docs/security.md, "Artifacts are private") -----------------------
 -- An artifact's owners are the session users of the calls that stored it and

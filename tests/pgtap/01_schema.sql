@@ -43,7 +43,7 @@ SELECT throws_ok($$SELECT kvg.audit_insert('x', 'postgres', NULL, NULL, NULL, NU
 -- The knowledge library (docs/flywheel.md).
 SELECT columns_are('kvg', 'knowledge', ARRAY['id', 'question', 'question_key', 'solution', 'answer', 'verifier',
                                               'evidence', 'verified_at', 'verified_by', 'artifact_sha256',
-                                              'solve_tokens', 'lexemes', 'verifier_pin']);
+                                              'solve_tokens', 'lexemes', 'verifier_pin', 'verifier_frozen']);
 SELECT col_is_unique('kvg', 'knowledge', 'question_key', 'one entry per normalized question');
 -- Constraint triggers rather than a foreign key (docs/audit-chain.md, "Artifacts").
 SELECT trigger_is('kvg', 'knowledge', 'knowledge_artifact_stored', 'kvg', 'knowledge_artifact_check',

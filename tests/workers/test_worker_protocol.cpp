@@ -41,6 +41,9 @@ void* operator new(size_t n) {
 namespace kvg::worker_protocol {
 namespace {
 
+// A frozen verifier's pin: 64 hex characters.
+constexpr const char* kPin = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 Sha256 digest_of(uint8_t seed) {
   Sha256 d{};
   for (size_t i = 0; i < d.size(); ++i) d[i] = uint8_t(seed * 31 + i * 7);
@@ -112,9 +115,12 @@ std::vector<Sample> every_message_kind() {
       sample("WriterRequest", WriterRequest{7, {"abc", std::nullopt, kArtifactBytes, ""}}),
       sample("WriterReply committed", WriterReply{987654321012, "", ""}),
       sample("WriterReply failed", WriterReply::failed("23505", "duplicate key")),
-      sample("VerifierRequest", VerifierRequest{16384, 5000, "\"s\".\"f\"", "pin", "2+2?", "4"}),
-      sample("VerifierOutcome passed", VerifierOutcome{true, ""}),
-      sample("VerifierOutcome refused", VerifierOutcome{false, "the role kvg_verifier does not exist"}),
+      sample("VerifierRequest", VerifierRequest{16384, 5000, false, "\"s\".\"f\"", "pin", "2+2?", "4"}),
+      sample("VerifierRequest to freeze", VerifierRequest{16384, 5000, true, "\"s\".\"f\"", "", "", ""}),
+      sample("VerifierOutcome passed", VerifierOutcome{true, "", "", ""}),
+      sample("VerifierOutcome refused", VerifierOutcome{false, "the role kvg_verifier does not exist", "", ""}),
+      sample("VerifierOutcome frozen", VerifierOutcome{false, "", "kvg_frozen.v_0123456789abcdef0123456789abcdef01234567",
+                                                       std::string_view(kPin)}),
   };
 }
 
@@ -204,15 +210,23 @@ TEST(WorkerProtocol, AWriterReplyFitsItsSlotWhateverTheError) {
 
 TEST(WorkerProtocol, AVerifierOutcomeFitsItsBufferWithTheLongestRefusal) {
   const std::string refusal(VerifierOutcome::kMaxRefusalBytes, 'r');
+  const std::string frozen(VerifierOutcome::kMaxFrozenBytes, 'f');
   char buffer[VerifierOutcome::kFramedBytes];
-  encode_framed(VerifierOutcome{false, refusal}, buffer, sizeof(buffer));
+  encode_framed(VerifierOutcome{false, refusal, frozen, kPin}, buffer, sizeof(buffer));
   EXPECT_EQ(decode_framed<VerifierOutcome>(buffer, sizeof(buffer)).refusal, refusal);
-  EXPECT_THROW(encode_framed(VerifierOutcome{false, refusal + "r"}, buffer, sizeof(buffer)), ProtocolError);
+  EXPECT_THROW(encode_framed(VerifierOutcome{false, refusal + "r", frozen, kPin}, buffer, sizeof(buffer)),
+               ProtocolError);
+  // What no worker sends is refused on reading.
+  char roomy[2 * VerifierOutcome::kFramedBytes];
+  encode_framed(VerifierOutcome{false, "", frozen + "f", ""}, roomy, sizeof(roomy));
+  EXPECT_THROW(decode_framed<VerifierOutcome>(roomy, sizeof(roomy)), ProtocolError);
+  encode_framed(VerifierOutcome{false, "", "", "abc"}, roomy, sizeof(roomy));
+  EXPECT_THROW(decode_framed<VerifierOutcome>(roomy, sizeof(roomy)), ProtocolError);
 }
 
 TEST(WorkerProtocol, AFramedMessageIsReadFromAPlaceLongerThanItself) {
   std::string place(4096, '\x7f');
-  const VerifierRequest sent{1, 2, "spec", "pin", "question", "candidate"};
+  const VerifierRequest sent{1, 2, false, "spec", "pin", "question", "candidate"};
   encode_framed(sent, place.data(), place.size());
   const VerifierRequest got = decode_framed<VerifierRequest>(place.data(), place.size());
   EXPECT_EQ(got.candidate, "candidate");

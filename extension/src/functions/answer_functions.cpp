@@ -100,7 +100,7 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   std::optional<bool> verified;
   if (route.mode == Route::Mode::Recurring) {
     const KnowledgeEntry& entry = route.entries.front();
-    const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier, entry.verifier_pin},
+    const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier, entry.verifier_pin, entry.verifier_frozen},
                                   entry.question, answer, entry.answer);
     // A verifier that may not run fails closed: the answer is unverified, and why is said.
     if (verdict.refusal) warning("knowledge entry " + std::to_string(entry.id) + ": " + *verdict.refusal);

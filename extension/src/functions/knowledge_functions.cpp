@@ -117,7 +117,7 @@ KVG_SQL_FUNCTION(kvg_solve) {
     const std::string output = call.model->tokenizer().decode(r.tokens);
     const std::string answer = output_text(first_line(output));
     cost += int64_t(r.tokens.size());
-    const bool ok = !answer.empty() && check(call.spi, StoredVerifier{verifier.spec, verifier.pin},
+    const bool ok = !answer.empty() && check(call.spi, verifier,
                                              question, answer, std::nullopt)
                                            .passed;
 

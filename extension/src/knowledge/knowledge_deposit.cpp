@@ -21,7 +21,7 @@ void require_text(const std::string& value, const char* name) {
 // The same entry again is a repeat; anything else under its key a conflict.
 int64_t existing_id(const KnowledgeEntry& stored, const Deposit& entry) {
   if (stored.solution == entry.solution && stored.answer == entry.answer && stored.verifier == entry.verifier.spec &&
-      stored.verifier_pin == entry.verifier.pin)
+      stored.verifier_pin == entry.verifier.pin && stored.verifier_frozen == entry.verifier.frozen)
     return stored.id;
   raise_sqlstate("23505",
                  "the question is already in the library (entry " + std::to_string(stored.id) +
@@ -109,7 +109,7 @@ std::optional<int64_t> insert_entry(EngineCall& call, KnowledgeLibrary& library,
   // ON CONFLICT waits for a concurrent learn of the same question to commit.
   const std::optional<int64_t> id =
       library.insert(NewEntry{entry.question, key, entry.solution, entry.answer, entry.verifier.spec,
-                              evidence(entry.verifier, entry.answer), entry.verifier.pin, prompt.leaf(),
+                              evidence(entry.verifier, entry.answer), entry.verifier.pin, entry.verifier.frozen, prompt.leaf(),
                               entry.solve_tokens});
   if (id) prompt.store(call);
   return id;
@@ -128,7 +128,7 @@ std::string check_entry(EngineCall& call, KnowledgeLibrary& library, const Depos
   // contains checks the solution against the answer; the other verifiers
   // carry their own expectation of the answer.
   const std::string& candidate = entry.verifier.kind == Verifier::Kind::Contains ? entry.solution : entry.answer;
-  const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier.spec, entry.verifier.pin},
+  const Verdict verdict = check(call.spi, entry.verifier,
                                 entry.question, candidate, entry.answer);
   if (!verdict.passed)
     raise_sqlstate("22V04",

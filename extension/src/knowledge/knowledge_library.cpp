@@ -11,7 +11,8 @@ namespace kvg::pg {
 namespace {
 
 constexpr const char* kEntryColumns =
-    "k.id, k.question, k.solution, k.answer, k.verifier, k.artifact_sha256, k.verifier_pin, k.verified_by";
+    "k.id, k.question, k.solution, k.answer, k.verifier, k.artifact_sha256, k.verifier_pin, k.verified_by, "
+    "k.verifier_frozen";
 
 // Shortest text that reads back as the same double.
 std::string exact_text(double x) {
@@ -22,7 +23,8 @@ std::string exact_text(double x) {
 
 KnowledgeEntry entry_from(const SqlRow& r) {
   return KnowledgeEntry{std::stoll(r.at(0).value()), r.at(1).value(), r.at(2).value(), r.at(3).value(),
-                        r.at(4).value(),                r.at(5).value(), r.at(6),         r.at(7).value()};
+                        r.at(4).value(),                r.at(5).value(), r.at(6),         r.at(7).value(),
+                        r.at(8)};
 }
 
 }  // namespace
@@ -61,10 +63,12 @@ std::optional<int64_t> KnowledgeLibrary::insert(const NewEntry& e) {
   // ON CONFLICT waits for a concurrent insert of the same key to commit or abort.
   const auto rows = spi_.run(
       "INSERT INTO kvg.knowledge (question, question_key, solution, answer, verifier, evidence, verified_by, "
-      "artifact_sha256, solve_tokens, verifier_pin) VALUES ($1, $2, $3, $4, $5, $6, $7::name, $8, $9::bigint, $10) "
+      "artifact_sha256, solve_tokens, verifier_pin, verifier_frozen) "
+      "VALUES ($1, $2, $3, $4, $5, $6, $7::name, $8, $9::bigint, $10, $11) "
       "ON CONFLICT (question_key) DO NOTHING RETURNING id",
       {e.question, e.question_key, e.solution, e.answer, e.verifier, e.evidence, role, to_hex(e.artifact),
-       e.solve_tokens ? SqlValue(std::to_string(*e.solve_tokens)) : std::nullopt, e.verifier_pin});
+       e.solve_tokens ? SqlValue(std::to_string(*e.solve_tokens)) : std::nullopt, e.verifier_pin,
+       e.verifier_frozen});
   if (rows.empty()) return std::nullopt;
   return std::stoll(rows[0].at(0).value());
 }

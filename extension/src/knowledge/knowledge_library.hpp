@@ -23,11 +23,12 @@ struct KnowledgeEntry {
   std::string artifact_sha256;
   std::optional<std::string> verifier_pin;  // function verifiers (verifier.hpp)
   std::string verified_by;                  // the depositor
+  std::optional<std::string> verifier_frozen;  // function verifiers: the copy that runs
 };
 
 struct NewEntry {
   std::string question, question_key, solution, answer, verifier, evidence;
-  std::optional<std::string> verifier_pin;
+  std::optional<std::string> verifier_pin, verifier_frozen;
   Digest artifact{};
   std::optional<int64_t> solve_tokens;
 };

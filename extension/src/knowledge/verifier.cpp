@@ -31,12 +31,12 @@ bool is_function(const std::string& spec) {
   return spec != "contains" && !starts_with(spec, "exact:") && !starts_with(spec, "regex:");
 }
 
-// kvg.function_pin of the function `qualified`(text, text) as it is now, or
-// nullopt when it does not exist. Read with the owner's rights: the pin must
-// not depend on what the caller may see (and kvg.function_pin fixes every
-// setting its text depends on). First refuses, by name, a function whose
-// reach includes code that cannot be pinned (kvg.verifier_reach).
-std::optional<std::string> deposit_pin(Spi& spi, const std::string& qualified) {
+// Refuses, by name, a function whose reach holds what a verifier may not
+// (kvg.verifier_reach: code that cannot be followed, a table, another user's
+// operator, type or text-search configuration, SECURITY DEFINER, ...). Read
+// with the owner's rights: the answer must not depend on what the caller may
+// see (and kvg.verifier_reach fixes every setting its text depends on).
+void require_freezable(Spi& spi, const std::string& qualified) {
   OwnerRights owner;
   const auto refused = spi.run(
       "SELECT string_agg(object, ', ' ORDER BY object) "
@@ -44,28 +44,48 @@ std::optional<std::string> deposit_pin(Spi& spi, const std::string& qualified) {
       {qualified});
   if (const auto& names = refused.at(0).at(0))
     raise_sqlstate("42P13",
-                   "verifier function " + qualified + " reaches code whose behaviour cannot be pinned: " +
-                       names->substr(0, 1000),
-                   "A verifier and every function it reaches must be LANGUAGE sql with a BEGIN ATOMIC or RETURN "
-                   "body, or built in; no dynamic SQL (docs/security.md).");
-  const auto rows =
-      spi.run("SELECT kvg.function_pin(pg_catalog.to_regprocedure($1 || '(text, text)'))", {qualified});
-  return rows.at(0).at(0);
+                   "verifier function " + qualified + " reaches what a verifier may not: " + names->substr(0, 1000),
+                   "A verifier is a pure function of question and answer: it and every function it reaches must be "
+                   "LANGUAGE sql with a BEGIN ATOMIC or RETURN body, neither SECURITY DEFINER nor SET anything, or "
+                   "built in; it reads no table, uses only built-in operators, types and text-search "
+                   "configurations, and runs no dynamic SQL (docs/security.md).");
+}
+
+// Copies it into kvg_frozen, in the verifier worker's own committed
+// transaction (verifier_worker.hpp): the copy is what every check runs.
+Verifier frozen_function(const std::string& qualified) {
+  const verifier_worker::Outcome made = verifier_worker::freeze(qualified);
+  if (made.refusal)
+    raise_sqlstate("42P13", "verifier function " + qualified + " could not be frozen: " + *made.refusal,
+                   "A verifier is frozen at deposit: the function and every function it reaches are copied into "
+                   "kvg_frozen (docs/security.md).");
+  Verifier verifier;
+  verifier.kind = Verifier::Kind::Function;
+  verifier.spec = qualified;
+  verifier.pin = made.pin;
+  verifier.frozen = made.frozen;
+  return verifier;
 }
 
 }  // namespace
 
 Verifier parse_verifier(Spi& spi, const std::string& text) {
-  if (text == "contains") return {Verifier::Kind::Contains, text, std::nullopt};
+  const auto builtin = [&text](Verifier::Kind kind) {
+    Verifier verifier;
+    verifier.kind = kind;
+    verifier.spec = text;
+    return verifier;
+  };
+  if (text == "contains") return builtin(Verifier::Kind::Contains);
   if (starts_with(text, "exact:")) {
     const auto words = spi.run("SELECT kvg.answer_words($1)", {text.substr(6)});
     if (words.at(0).at(0).value_or("").empty())
       raise_sqlstate("22023", "verifier exact: needs an answer with at least one letter or digit", kForms);
-    return {Verifier::Kind::Exact, text, std::nullopt};
+    return builtin(Verifier::Kind::Exact);
   }
   if (starts_with(text, "regex:")) {
     spi.run("SELECT '' ~ $1", {text.substr(6)});  // an invalid pattern raises 2201B here
-    return {Verifier::Kind::Regex, text, std::nullopt};
+    return builtin(Verifier::Kind::Regex);
   }
   if (!is_qualified_name(text))
     raise_sqlstate("22023", "verifier \"" + text.substr(0, 200) + "\" is not one of the verifier forms", kForms);
@@ -88,7 +108,8 @@ Verifier parse_verifier(Spi& spi, const std::string& text) {
     raise_sqlstate("22023", "verifier function " + text + " is temporary: it would vanish before the entry does",
                    "Create the verifier in a permanent schema.");
   const std::string qualified = rows[0].at(0).value();
-  return {Verifier::Kind::Function, qualified, deposit_pin(spi, qualified)};
+  require_freezable(spi, qualified);
+  return frozen_function(qualified);
 }
 
 Verdict check(Spi& spi, const StoredVerifier& verifier, const std::string& question, const std::string& candidate,
@@ -100,9 +121,10 @@ Verdict check(Spi& spi, const StoredVerifier& verifier, const std::string& quest
   const auto closed = [&](const std::string& why) {
     return Verdict{false, "verifier " + verifier.spec + " was not run: " + why};
   };
-  if (!verifier.pin) return closed("the entry was deposited before verifiers were pinned; learn it again");
+  if (!verifier.pin || !verifier.frozen)
+    return closed("the entry was deposited before verifiers were frozen; learn it again");
   // Pin, call and verdict all happen in the worker's own session.
-  const verifier_worker::Outcome outcome = verifier_worker::run(verifier.spec, *verifier.pin, question, candidate);
+  const verifier_worker::Outcome outcome = verifier_worker::run(*verifier.frozen, *verifier.pin, question, candidate);
   if (outcome.refusal) return closed(*outcome.refusal);
   return {outcome.passed, std::nullopt};
 }

@@ -2,11 +2,13 @@
 // how a decoded answer is checked against it (docs/flywheel.md). The built-in
 // forms (contains, exact:, regex:) run in SQL (kvg.verify): pure functions of
 // their arguments. A function verifier is code one user wrote that others'
-// calls run, so it is pinned and isolated (docs/security.md): pinned at
-// deposit (kvg.function_pin: the definitions of everything it reaches), never
-// run once its pin changed, and run in a background worker of its own as
-// the role kvg_verifier (verifier_worker.hpp) — never in the asker's session,
-// never with the asker's, the depositor's or a superuser's rights.
+// calls run, so it is frozen and isolated (docs/security.md): at deposit the
+// function and everything it calls are copied into kvg_frozen (what they may
+// reach is checked first, by name), and every check runs that copy, pinned
+// (kvg.function_pin), in a background worker of its own with kvg_verifier as
+// session and current user (verifier_worker.hpp) — never in the asker's
+// session, never with the asker's, the depositor's or a superuser's rights,
+// and never anything the depositor changed after the deposit.
 #pragma once
 
 #include <optional>
@@ -16,24 +18,25 @@ namespace kvg::pg {
 
 class Spi;
 
-struct Verifier {
-  enum class Kind { Contains, Exact, Regex, Function } kind = Kind::Contains;
+// A verifier as an entry holds it: canonical spec and, for a function, its
+// frozen copy (kvg_frozen.v_...) and the copy's kvg.function_pin.
+struct StoredVerifier {
   std::string spec;  // canonical: contains | exact:<text> | regex:<pattern> | "schema"."name"
-  std::optional<std::string> pin;  // a function's kvg.function_pin when parsed
+  std::optional<std::string> pin;
+  std::optional<std::string> frozen;
+};
+
+struct Verifier : StoredVerifier {
+  enum class Kind { Contains, Exact, Regex, Function } kind = Kind::Contains;
 };
 
 // Parses what a caller wrote, resolving a function name with the caller's
-// search_path into its qualified name and pinning it. Refuses (22023, 42883,
-// 42804, 2201B) what cannot verify anything, a function verifier (42501)
-// unless the caller is a member of kvg_author, and one (42P13) that reaches
-// a function that is neither atomic SQL nor built in.
+// search_path into its qualified name, and freezing the function. Refuses
+// (22023, 42883, 42804, 2201B) what cannot verify anything, a function
+// verifier (42501) unless the caller is a member of kvg_author, and one
+// (42P13) that reaches what a verifier may not (kvg.verifier_reach, named)
+// or could not be frozen.
 Verifier parse_verifier(Spi& spi, const std::string& text);
-
-// A verifier as an entry holds it: canonical spec and pin.
-struct StoredVerifier {
-  std::string spec;
-  std::optional<std::string> pin;
-};
 
 struct Verdict {
   bool passed = false;

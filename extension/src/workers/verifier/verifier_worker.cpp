@@ -5,6 +5,7 @@
 #include "extension/src/workers/verifier/verifier_worker.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "extension/src/pg/pg_boundary.hpp"
 
@@ -119,12 +120,14 @@ void define_settings() {
                           nullptr);
 }
 
-Outcome run(const std::string& spec, const std::string& pin, const std::string& question,
-            const std::string& candidate) {
-  const worker_protocol::VerifierRequest request{call([] { return MyDatabaseId; }), timeout_setting_ms, spec, pin,
-                                                  question, candidate};
+namespace {
+
+Outcome refused(std::string why) { return {false, std::move(why), "", ""}; }
+
+// One request to one worker, and its answer.
+Outcome ask(const worker_protocol::VerifierRequest& request) {
   if (worker_protocol::framed_size(request) > kMaxRequestBytes)
-    return {false, "the question and answer are too large for a verifier"};
+    return refused("the question and answer are too large for a verifier");
   const VerificationSegment made = call([&request] { return create_segment(request); });
   // Detached here on success; after an ERROR the transaction's abort does it.
   struct Detach {
@@ -137,11 +140,11 @@ Outcome run(const std::string& spec, const std::string& pin, const std::string& 
   const Wait wait = call([&] { return start_and_wait(made.segment, made.answer, request.timeout_ms + kStartSlackMs); });
   switch (wait) {
     case Wait::NoSlot:
-      return {false, "no background worker slot was free to run it (max_worker_processes)"};
+      return refused("no background worker slot was free to run it (max_worker_processes)");
     case Wait::Stopped:
-      return {false, "its worker stopped without a verdict (see the server log)"};
+      return refused("its worker stopped without a verdict (see the server log)");
     case Wait::TimedOut:
-      return {false, "its worker did not answer within kvg.verifier_timeout"};
+      return refused("its worker did not answer within kvg.verifier_timeout");
     case Wait::Answered:
       break;
   }
@@ -150,10 +153,24 @@ Outcome run(const std::string& spec, const std::string& pin, const std::string& 
     outcome = worker_protocol::decode_framed<worker_protocol::VerifierOutcome>(made.answer->outcome,
                                                                                sizeof(made.answer->outcome));
   } catch (const worker_protocol::ProtocolError&) {
-    return {false, "its worker's answer did not read as one"};  // fails closed
+    return refused("its worker's answer did not read as one");  // fails closed
   }
-  if (!outcome.refusal.empty()) return {false, std::string(outcome.refusal)};
-  return {outcome.passed, std::nullopt};
+  if (!outcome.refusal.empty()) return refused(std::string(outcome.refusal));
+  return {outcome.passed, std::nullopt, std::string(outcome.frozen), std::string(outcome.pin)};
+}
+
+}  // namespace
+
+Outcome run(const std::string& frozen, const std::string& pin, const std::string& question,
+            const std::string& candidate) {
+  return ask({call([] { return MyDatabaseId; }), timeout_setting_ms, false, frozen, pin, question, candidate});
+}
+
+Outcome freeze(const std::string& spec) {
+  const Outcome made = ask({call([] { return MyDatabaseId; }), timeout_setting_ms, true, spec, "", "", ""});
+  if (!made.refusal && (made.frozen.empty() || made.pin.empty()))
+    return refused("its worker froze nothing");  // fails closed
+  return made;
 }
 
 }  // namespace kvg::pg::verifier_worker
