@@ -12,7 +12,7 @@
 -- a tag of this run, and what its second sessions commit is deleted at the
 -- end.
 BEGIN;
-SELECT plan(37);
+SELECT plan(44);
 \ir small_model.psql
 \ir sessions.psql
 
@@ -152,6 +152,50 @@ SELECT lives_ok(format('SELECT kvg_import(%L::bytea, verify => false)', :'first_
                 'an import of bytes the role stored already is not');
 RESET SESSION AUTHORIZATION;
 RESET kvg.storage_quota;
+
+-- 3b. What an answer composes from the library is the library's (promise 7) ----------------
+-- Over two entries, an answer stores the second entry's solution after the
+-- first (a new link: other positions) and the question after both. Before,
+-- the asker paid for both (~40 kB and ~67 kB with the vendored model), so an
+-- 80 kB quota refused the answer with 53400, though a cold answer needs no
+-- quota at all; now the composed link is the library's, under
+-- kvg.library_storage_quota, past which nothing is stored and the question
+-- is answered all the same.
+SELECT 'tap_quota_asker_' || :'tag' AS asker \gset
+CREATE ROLE :"asker" IN ROLE kvg_user;
+SET SESSION AUTHORIZATION :"librarian";
+SELECT public.kvg_learn(format('Where did Tom hide the blue key of run %s?', :'tag'), 'contains',
+                        format('Tom hid the blue key of run %s under the old mat by the door.', :'tag'), 'mat')
+\g /dev/null
+SELECT public.kvg_learn(format('Where did Tom put the blue box of run %s?', :'tag'), 'contains',
+                        format('Tom put the blue box of run %s on the tall shelf in the hall.', :'tag'), 'shelf')
+\g /dev/null
+RESET SESSION AUTHORIZATION;
+\set composed 'Tom hid the blue key of run ' :tag ' and put the blue box in the'
+SELECT count(*) AS library_before FROM kvg.storage_charges WHERE role = '(library)' \gset
+SET kvg.library_storage_quota = '1kB';
+SET SESSION AUTHORIZATION :"asker";
+SELECT is(mode, 'transfer', 'past kvg.library_storage_quota, a question over two entries is still answered')
+FROM public.kvg_answer_detail(:'composed', 4);
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = '(library)'), :library_before::bigint,
+          'and stores no link the library would pay for');
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = :'asker'), 0::bigint,
+          'nor the question''s, which would continue it');
+RESET kvg.library_storage_quota;
+SET kvg.storage_quota = '80kB';
+SET SESSION AUTHORIZATION :"asker";
+SELECT is(mode, 'transfer',
+          'under a quota too small for the composed link and the question''s together, the asker is answered')
+FROM public.kvg_answer_detail(:'composed', 4);
+RESET SESSION AUTHORIZATION;
+RESET kvg.storage_quota;
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = '(library)'), :library_before::bigint + 1,
+          'the link composed from the second entry is charged to the library');
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = :'asker'), 1::bigint,
+          'the question''s own link to the asker');
+SELECT cmp_ok((SELECT bytes FROM kvg.storage_usage WHERE role = :'asker'), '<=', 80 * 1024::bigint,
+              'within its quota');
 
 -- 4. Deleting an artifact uncharges it ------------------------------------------------------
 

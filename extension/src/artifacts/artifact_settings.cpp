@@ -18,6 +18,7 @@ namespace {
 
 int max_import_kb = 1 << 20;      // 1 GB
 int storage_quota_kb = 10 << 20;  // 10 GB
+int library_storage_quota_kb = 10 << 20;  // 10 GB
 int artifact_cache_kb = 128 << 10;  // 128 MB
 
 }  // namespace
@@ -29,6 +30,12 @@ void define_artifacts() {
                           "Charged to the session user; set per role with ALTER ROLE ... SET kvg.storage_quota; "
                           "see kvg.storage_usage.",
                           &storage_quota_kb, 10 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.library_storage_quota",
+                          "Bytes of chain links composed from the library that answers may have stored.",
+                          "Charged to the library, not the asker; past it an answer stores no links and is still "
+                          "answered.",
+                          &library_storage_quota_kb, 10 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
+                          nullptr);
   DefineCustomIntVariable("kvg.artifact_cache_memory",
                           "Memory each backend may keep verified artifacts in, so a recurring graft does not read "
                           "and hash them again (0: off).",
@@ -39,6 +46,7 @@ void define_artifacts() {
 
 uint64_t max_import_bytes() { return uint64_t(max_import_kb) * 1024; }
 uint64_t storage_quota_bytes() { return uint64_t(storage_quota_kb) * 1024; }
+uint64_t library_storage_quota_bytes() { return uint64_t(library_storage_quota_kb) * 1024; }
 uint64_t artifact_cache_bytes() { return uint64_t(artifact_cache_kb) * 1024; }
 
 }  // namespace kvg::pg::settings

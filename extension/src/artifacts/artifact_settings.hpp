@@ -15,6 +15,9 @@ uint64_t max_import_bytes();
 // kvg.storage_quota in bytes: what the session user may have stored in all
 // (0: nothing), as this session sees it.
 uint64_t storage_quota_bytes();
+// kvg.library_storage_quota in bytes: what the library's account
+// (lo_store.hpp, Payer::Library) may have stored in all (0: nothing).
+uint64_t library_storage_quota_bytes();
 // kvg.artifact_cache_memory in bytes (artifact_cache.hpp); 0: off.
 uint64_t artifact_cache_bytes();
 

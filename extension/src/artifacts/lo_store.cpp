@@ -145,7 +145,7 @@ ArtifactMeta meta_from_header(const ArtifactHeader& header) {
                       hash_token_ids(header.tokens)};
 }
 
-LoStore::Writer::Writer(LoStore& store) : store_(store) {
+LoStore::Writer::Writer(LoStore& store, Payer payer) : store_(store), payer_(payer) {
   refuse_on_standby("storing an artifact", "a standby is read-only");
   // The audit writer would store it, but this transaction could not claim it.
   if (XactReadOnly) raise_sqlstate("25006", "cannot store an artifact in a read-only transaction");
@@ -168,19 +168,20 @@ Digest LoStore::Writer::commit(const ArtifactMeta& meta, Provenance provenance) 
                                          " is not stored; store the parent before its continuation");
   // Again, now that the writer is about to grow pg_largeobject by this much.
   (void)disk_headroom::check_before_write(content_.size());
-  store_.store_and_claim(id, content_, meta, provenance);
+  store_.store_and_claim(id, content_, meta, provenance, payer_);
   committed_ = true;
   content_ = std::string();
   return id;
 }
 
 void LoStore::store_and_claim(const Digest& id, const std::string& content, const ArtifactMeta& meta,
-                              Provenance provenance) {
+                              Provenance provenance, Payer payer) {
   const std::string hex = to_hex(id);
   // Built here from what this backend computed: nothing the caller passed
   // names the role or the provenance. The session user pays, under the
   // quota its session has (a superuser's setting, so the caller cannot
-  // change it; ALTER ROLE ... SET gives it at login).
+  // change it; ALTER ROLE ... SET gives it at login); or the library.
+  const bool library = payer == Payer::Library;
   std::vector<SqlValue> values = {
       hex,
       content,
@@ -191,11 +192,12 @@ void LoStore::store_and_claim(const Digest& id, const std::string& content, cons
       optional_hex(meta.tokens_sha256),
       calling_role(),
       provenance_name(provenance),
-      session_role(),
-      std::to_string(settings::storage_quota_bytes())};
+      library ? std::string(kLibraryPayer) : session_role(),
+      std::to_string(library ? settings::library_storage_quota_bytes() : settings::storage_quota_bytes())};
   try {
     (void)writer::submit(kArtifactStoreStatement, values);
   } catch (const writer::Failure& f) {
+    if (library && f.sqlstate == "53400") throw LibraryQuotaExceeded(f.what());
     raise_sqlstate(f.sqlstate.c_str(), f.what(), f.hint);
   }
   OwnerRights owner;

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "engine/prefix_search.hpp"
 #include "storage/artifact_format.hpp"
 #include "storage/artifact_store.hpp"
@@ -65,6 +66,22 @@ struct StoredArtifact {
   Provenance provenance = Provenance::Unverified;
 };
 
+// Who a stored artifact is charged to (kvg.storage_charges): the session
+// user under its kvg.storage_quota, or, for chain links an answer composes
+// from library entries, the library's account ("(library)", no role's)
+// under kvg.library_storage_quota, so that an entry never makes a question
+// fail on the asker's quota (docs/security.md, promise 7).
+enum class Payer { SessionUser, Library };
+inline constexpr const char* kLibraryPayer = "(library)";
+
+// A library link refused by kvg.library_storage_quota: the audit writer
+// refused it in its own transaction, so this one is intact and the caller
+// goes on without storing (an answer is answered all the same).
+class LibraryQuotaExceeded final : public Error {
+ public:
+  explicit LibraryQuotaExceeded(const std::string& what) : Error(ErrorCode::OutOfRange, what) {}
+};
+
 class LoStore final : public ArtifactStore {
  public:
   // Collects an artifact's bytes while hashing them; commit() has the audit
@@ -80,14 +97,16 @@ class LoStore final : public ArtifactStore {
     // session that has not committed; a stored row that was not trusted
     // becomes trusted when `provenance` is) and claims them for this
     // transaction. A parent in `meta` must already be stored (NotFound
-    // otherwise).
+    // otherwise). Past the payer's quota: 53400, or for the library
+    // LibraryQuotaExceeded.
     Digest commit(const ArtifactMeta& meta, Provenance provenance);
 
    private:
     friend class LoStore;
-    explicit Writer(LoStore& store);
+    Writer(LoStore& store, Payer payer);
 
     LoStore& store_;
+    Payer payer_;
     Sha256 sha_;
     std::string content_;
     bool committed_ = false;
@@ -96,7 +115,7 @@ class LoStore final : public ArtifactStore {
   // Runs its catalog statements on the caller's SPI connection.
   explicit LoStore(Spi& spi) : spi_(spi) {}
 
-  Writer writer() { return Writer(*this); }
+  Writer writer(Payer payer = Payer::SessionUser) { return Writer(*this, payer); }
   Digest put(ByteSource& src, const ArtifactMeta& meta, Provenance provenance);
 
   // Bare bytes through the generic interface: nobody vouches for their KV.
@@ -131,7 +150,7 @@ class LoStore final : public ArtifactStore {
   // The audit writer stores `content` (whose SHA-256 is `id`); then this
   // transaction locks the row and claims it.
   void store_and_claim(const Digest& id, const std::string& content, const ArtifactMeta& meta,
-                       Provenance provenance);
+                       Provenance provenance, Payer payer);
 
   Spi& spi_;
 };

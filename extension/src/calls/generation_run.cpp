@@ -72,9 +72,9 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
 
 }  // namespace
 
-std::optional<Digest> GenerationRun::store_links(EngineCall& call) const {
-  if (session_) return store_segment_links(call, *session_, grafted, link_ends_);
-  return store_captured_links(call, grafted, links_);
+std::optional<Digest> GenerationRun::store_links(EngineCall& call, int64_t library_end) const {
+  if (session_) return store_segment_links(call, *session_, grafted, link_ends_, library_end);
+  return store_captured_links(call, grafted, links_, library_end);
 }
 
 GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,

@@ -31,8 +31,9 @@ class GenerationRun {
 
   // Stores the chain links asks.link_ends named (store_segment_links), from
   // this backend's session or from the links the worker captured; returns
-  // the last one.
-  std::optional<Digest> store_links(EngineCall& call) const;
+  // the last one. Links ending at or before `library_end` are charged to
+  // the library.
+  std::optional<Digest> store_links(EngineCall& call, int64_t library_end = 0) const;
 
  private:
   friend GenerationRun run_generation(EngineCall&, std::span<const int32_t>, const StoredPrefix&,

@@ -55,28 +55,37 @@ std::optional<Digest> walk_links(const Grafted& grafted, std::span<const int64_t
 }  // namespace
 
 std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
-                                          std::span<const int64_t> ends) {
-  return walk_links(grafted, ends, [&](int64_t from, int64_t end, const std::optional<Digest>& parent) {
-    auto sink = call.store.writer();
-    const Digest written = capture(session, from, end, parent, sink);
-    const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)),
-                                      grafted.proven ? Provenance::Computed : Provenance::Derived);
-    if (stored != written) throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
-    return stored;
-  });
+                                          std::span<const int64_t> ends, int64_t library_end) {
+  try {
+    return walk_links(grafted, ends, [&](int64_t from, int64_t end, const std::optional<Digest>& parent) {
+      auto sink = call.store.writer(end <= library_end ? Payer::Library : Payer::SessionUser);
+      const Digest written = capture(session, from, end, parent, sink);
+      const Digest stored = sink.commit(meta_from_header(capture_header(session, from, end, parent)),
+                                        grafted.proven ? Provenance::Computed : Provenance::Derived);
+      if (stored != written)
+        throw Error(ErrorCode::Internal, "the store hashed different bytes than the writer wrote");
+      return stored;
+    });
+  } catch (const LibraryQuotaExceeded&) {
+    return std::nullopt;  // a continuation needs its parent: nothing after it is stored either
+  }
 }
 
 std::optional<Digest> store_captured_links(EngineCall& call, const Grafted& grafted,
-                                           std::span<const std::vector<uint8_t>> links) {
+                                           std::span<const std::vector<uint8_t>> links, int64_t library_end) {
   std::optional<Digest> parent = grafted.leaf;
   for (const std::vector<uint8_t>& bytes : links) {
     MemorySource source(bytes);
     const ArtifactHeader header = ArtifactReader(source).header();
     if (header.parent != parent)
       throw Error(ErrorCode::Internal, "a chain link from the engine worker does not continue the chain before it");
-    auto sink = call.store.writer();
+    auto sink = call.store.writer(int64_t(header.position_end()) <= library_end ? Payer::Library : Payer::SessionUser);
     sink.write(bytes.data(), bytes.size());
-    parent = sink.commit(meta_from_header(header), grafted.proven ? Provenance::Computed : Provenance::Derived);
+    try {
+      parent = sink.commit(meta_from_header(header), grafted.proven ? Provenance::Computed : Provenance::Derived);
+    } catch (const LibraryQuotaExceeded&) {
+      return std::nullopt;
+    }
   }
   return parent;
 }

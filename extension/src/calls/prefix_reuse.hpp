@@ -67,15 +67,18 @@ std::string chain_text(const Digest& leaf, LoStore& store);
 // continuing grafted.leaf, one per segment end (`ends`, increasing), and
 // returns the last link: the artifact of the whole prompt. Content already
 // stored is stored once. The links are `computed` over a proven graft and
-// `derived` otherwise.
+// `derived` otherwise. Links that end at or before `library_end` are
+// composed from library entries and charged to the library (lo_store.hpp,
+// Payer::Library); past its quota nothing more is stored, and nullopt is
+// returned: the call goes on.
 std::optional<Digest> store_segment_links(EngineCall& call, const Session& session, const Grafted& grafted,
-                                          std::span<const int64_t> ends);
+                                          std::span<const int64_t> ends, int64_t library_end = 0);
 
 // Stores chain links captured elsewhere (by the engine worker: their bytes,
 // in chain order, the first continuing grafted.leaf) as store_segment_links()
 // stores the ones it captures, and returns the last one.
 std::optional<Digest> store_captured_links(EngineCall& call, const Grafted& grafted,
-                                           std::span<const std::vector<uint8_t>> links);
+                                           std::span<const std::vector<uint8_t>> links, int64_t library_end = 0);
 
 // The last link store_segment_links() would store, computed without storing
 // anything (a deposit learns its entry's artifact before it knows whether
