@@ -24,7 +24,10 @@
 #   7. crash safety: tests/crash/crash_test.sh SIGKILLs backends mid-call and
 #      stops a throwaway cluster with -m immediate, then checks artifacts,
 #      orphans, knowledge entries and the audit chain.
-#   8. disk full: tests/disk_full/disk_full_test.sh fills a 48 MB tmpfs it
+#   8. worker slots: tests/concurrency/worker_slots_test.sh floods a throwaway
+#      cluster (max_worker_processes = 8) with parallel queries while 100
+#      audited, function-verified answers must all succeed.
+#   9. disk full: tests/disk_full/disk_full_test.sh fills a 48 MB tmpfs it
 #      mounts (a tablespace of another throwaway cluster) until 53100, with
 #      and without kvg.min_free_disk, and gets the space back as
 #      docs/operations.md says. Needs root or sudo to mount: without, it
@@ -219,6 +222,15 @@ count engine_worker "$p" "$f" 0
 
 echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"
 if bash tests/crash/crash_test.sh; then count crash 1 0 0; else count crash 0 1 0; fi
+
+echo "== worker slots (tests/concurrency/worker_slots_test.sh: a parallel-query flood, its own throwaway cluster)"
+bash tests/concurrency/worker_slots_test.sh >"$log/worker_slots" 2>&1
+status=$?
+grep -v '^ok ' "$log/worker_slots"
+p=$(grep -c '^ok ' "$log/worker_slots")
+f=$(grep -c '^not ok ' "$log/worker_slots")
+[ $status != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
+count worker_slots "$p" "$f" 0
 
 echo "== disk full (tests/disk_full/disk_full_test.sh: a 48 MB tmpfs, its own throwaway cluster)"
 bash tests/disk_full/disk_full_test.sh >"$log/disk_full" 2>&1

@@ -10,6 +10,7 @@
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/replica/replica_settings.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
+#include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/verifier/verifier_worker.hpp"
 #include "extension/src/workers/writer/writer.hpp"
 
@@ -28,6 +29,7 @@ void define_settings() {
   kvg::pg::writer::define_settings();
   kvg::pg::verifier_worker::define_settings();
   kvg::pg::engine_worker::define_settings();
+  kvg::pg::reserved::define_settings();
   MarkGUCPrefixReserved("kvg");
 }
 
@@ -49,6 +51,7 @@ void _PG_init(void) {
   if (process_shared_preload_libraries_in_progress) {
     kvg::pg::writer::setup_at_preload();
     kvg::pg::engine_worker::setup_at_preload();  // the engine worker: engine_worker.hpp
+    kvg::pg::reserved::setup_at_preload();       // writers' and verifiers' slots: reserved_workers.hpp
     kvg::pg::model_fingerprints::setup_at_preload();
   }
 }

@@ -19,6 +19,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/segment/toc_segment.hpp"
 #include "extension/src/workers/verifier/verifier_segment.hpp"
 
@@ -35,57 +36,98 @@ constexpr int kStartSlackMs = 10000;
 
 enum class Wait { Answered, NoSlot, Stopped, TimedOut };
 
-Wait wait_for(BackgroundWorkerHandle* handle, const Answer* answer, int limit_ms) {
-  const TimestampTz start = GetCurrentTimestamp();
-  for (;;) {
+// The worker that runs a verification: a pooled one (reserved_workers.hpp)
+// or a dynamic one.
+struct Runner {
+  std::optional<reserved::Handed> pooled;
+  BackgroundWorkerHandle* dynamic = nullptr;
+
+  bool stopped() const {
+    if (pooled) return !reserved::running(*pooled);
     pid_t pid;
-    const BgwHandleStatus status = GetBackgroundWorkerPid(handle, &pid);
+    const BgwHandleStatus status = GetBackgroundWorkerPid(dynamic, &pid);
+    return status == BGWH_STOPPED || status == BGWH_POSTMASTER_DIED;
+  }
+  void terminate() const {
+    if (pooled)
+      reserved::terminate(*pooled);
+    else
+      TerminateBackgroundWorker(dynamic);
+  }
+};
+
+bool timed_out(TimestampTz start, int limit_ms) {
+  return TimestampDifferenceExceeds(start, GetCurrentTimestamp(), limit_ms);
+}
+
+// Waits 5 ms, or less when the latch is set (a worker's start or stop, with
+// bgw_notify_pid); cancel and statement_timeout end the wait.
+void wait_a_moment() {
+  (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
+  ResetLatch(MyLatch);
+  CHECK_FOR_INTERRUPTS();
+}
+
+Wait wait_for(const Runner& runner, const Answer* answer, TimestampTz start, int limit_ms) {
+  for (;;) {
+    const bool stopped = runner.stopped();
     if (answer->state == Answer::kAnswered) {
       pg_read_barrier();
       return Wait::Answered;
     }
-    if (status == BGWH_STOPPED || status == BGWH_POSTMASTER_DIED) {
+    if (stopped) {
       pg_read_barrier();  // it may have answered just before it stopped
       return answer->state == Answer::kAnswered ? Wait::Answered : Wait::Stopped;
     }
-    if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), limit_ms)) return Wait::TimedOut;
-    // The worker's start and stop set this latch (bgw_notify_pid); the
-    // timeout only bounds how late an answer without a stop is seen.
-    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
-    ResetLatch(MyLatch);
-    CHECK_FOR_INTERRUPTS();
+    if (timed_out(start, limit_ms)) return Wait::TimedOut;
+    wait_a_moment();
+  }
+}
+
+// A worker for the segment: a pooled verifier; when all are busy, a
+// dynamic worker; when there is no slot for one either (users' parallel
+// queries may hold them all), the next pooled verifier to be free.
+std::optional<Runner> start_runner(dsm_segment* segment, TimestampTz start, int limit_ms) {
+  const Datum argument = UInt32GetDatum(dsm_segment_handle(segment));
+  for (;;) {
+    if (const auto pooled = reserved::hand_off(reserved::Pool::Verifier, argument)) return Runner{pooled, nullptr};
+    BackgroundWorker worker;
+    std::memset(&worker, 0, sizeof worker);
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    // A hot standby's verifiers run too (read-only, like everything there).
+    worker.bgw_start_time = BgWorkerStart_ConsistentState;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;
+    strlcpy(worker.bgw_library_name, "kvg", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "kvg_verifier_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "kvg verifier for backend %d", MyProcPid);
+    strlcpy(worker.bgw_type, "kvg verifier", BGW_MAXLEN);
+    worker.bgw_main_arg = argument;
+    worker.bgw_notify_pid = MyProcPid;
+    BackgroundWorkerHandle* handle = nullptr;
+    if (RegisterDynamicBackgroundWorker(&worker, &handle)) return Runner{std::nullopt, handle};
+    if (timed_out(start, limit_ms)) return std::nullopt;
+    wait_a_moment();
   }
 }
 
 // Starts the worker and waits; a cancel of the asker (an ERROR from
 // CHECK_FOR_INTERRUPTS) stops the worker before it is re-raised.
 Wait start_and_wait(dsm_segment* segment, const Answer* answer, int limit_ms) {
-  BackgroundWorker worker;
-  std::memset(&worker, 0, sizeof worker);
-  worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-  // A hot standby's verifiers run too (read-only, like everything there).
-  worker.bgw_start_time = BgWorkerStart_ConsistentState;
-  worker.bgw_restart_time = BGW_NEVER_RESTART;
-  strlcpy(worker.bgw_library_name, "kvg", BGW_MAXLEN);
-  strlcpy(worker.bgw_function_name, "kvg_verifier_main", BGW_MAXLEN);
-  snprintf(worker.bgw_name, BGW_MAXLEN, "kvg verifier for backend %d", MyProcPid);
-  strlcpy(worker.bgw_type, "kvg verifier", BGW_MAXLEN);
-  worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(segment));
-  worker.bgw_notify_pid = MyProcPid;
-  BackgroundWorkerHandle* handle = nullptr;
-  if (!RegisterDynamicBackgroundWorker(&worker, &handle)) return Wait::NoSlot;
+  const TimestampTz start = GetCurrentTimestamp();
+  const std::optional<Runner> runner = start_runner(segment, start, limit_ms);
+  if (!runner) return Wait::NoSlot;
   Wait result = Wait::Stopped;
   PG_TRY();
   {
-    result = wait_for(handle, answer, limit_ms);
+    result = wait_for(*runner, answer, start, limit_ms);
   }
   PG_CATCH();
   {
-    TerminateBackgroundWorker(handle);
+    runner->terminate();
     PG_RE_THROW();
   }
   PG_END_TRY();
-  if (result == Wait::TimedOut) TerminateBackgroundWorker(handle);
+  if (result == Wait::TimedOut) runner->terminate();
   return result;
 }
 
@@ -140,7 +182,7 @@ Outcome ask(const worker_protocol::VerifierRequest& request) {
   const Wait wait = call([&] { return start_and_wait(made.segment, made.answer, request.timeout_ms + kStartSlackMs); });
   switch (wait) {
     case Wait::NoSlot:
-      return refused("no background worker slot was free to run it (max_worker_processes)");
+      return refused("no verifier worker was free to run it in time (kvg.verifier_workers)");
     case Wait::Stopped:
       return refused("its worker stopped without a verdict (see the server log)");
     case Wait::TimedOut:

@@ -34,6 +34,7 @@ extern "C" {
 PGDLLEXPORT void kvg_verifier_main(Datum main_arg);
 }
 
+#include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/segment/toc_segment.hpp"
 #include "extension/src/workers/verifier/verifier_freeze.hpp"
 #include "extension/src/workers/verifier/verifier_segment.hpp"
@@ -246,7 +247,7 @@ void kvg_verifier_main(Datum main_arg) {
   pqsignal(SIGTERM, die);  // the asker gave up (cancel, its own timeout)
   BackgroundWorkerUnblockSignals();
   dsm_segment* segment = dsm_attach(DatumGetUInt32(main_arg));
-  if (segment == nullptr) proc_exit(0);  // the asker is gone already
+  if (segment == nullptr) proc_exit(kvg::pg::reserved::exit_status());  // the asker is gone already
   VerifierRequest request;
   Answer* answer = nullptr;
   if (!read_request(segment, request, answer)) {
@@ -254,7 +255,7 @@ void kvg_verifier_main(Datum main_arg) {
       refuse("its request did not reach the verifier whole");
       answer_with_verdict(answer);
     }
-    proc_exit(0);
+    proc_exit(kvg::pg::reserved::exit_status());
   }
   BackgroundWorkerInitializeConnectionByOid(request.database, BOOTSTRAP_SUPERUSERID, 0);
   pgstat_report_appname("kvg verifier");
@@ -299,5 +300,5 @@ void kvg_verifier_main(Datum main_arg) {
   if (!verdict.committed) AbortCurrentTransaction();  // whatever a verifier did, nothing of it stays
   answer_with_verdict(answer);
   dsm_detach(segment);
-  proc_exit(0);
+  proc_exit(kvg::pg::reserved::exit_status());
 }

@@ -26,6 +26,7 @@ extern "C" {
 }
 
 #include "extension/src/workers/protocol/wire.hpp"
+#include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/segment/toc_segment.hpp"
 #include "extension/src/workers/writer/writer_shmem.hpp"
 
@@ -99,6 +100,9 @@ const Statement& registered(StatementKind kind) {
 }
 
 bool register_writer(Oid db) {
+  // One of the writers kept since server start (reserved_workers.hpp), or,
+  // when all of them run other databases' writers, a dynamic worker.
+  if (reserved::hand_off(reserved::Pool::Writer, ObjectIdGetDatum(db))) return true;
   BackgroundWorker worker{};
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
   worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -231,7 +235,9 @@ void ensure_running(StatementKind kind) {
                       statement.refusal_hint);
       case Start::NoWorkerSlot:
         throw Failure("53400", "kvg: no background worker slot is free for this database's audit writer",
-                      "Raise max_worker_processes (each database with kvg calls in progress takes one).");
+                      "Every reserved audit writer runs another database's (kvg.audit_writer_workers) and "
+                      "max_worker_processes has no slot free: raise kvg.audit_writer_workers to the number of "
+                      "databases with kvg calls at once (docs/operations.md, \"Worker slots\").");
       case Start::TimedOut:
         writer_down("this database's audit writer did not start within " + std::to_string(kStartWaitMs / 1000) +
                         " s",

@@ -35,6 +35,7 @@ extern "C" {
 #include "extension/src/workers/protocol/wire.hpp"
 #include "extension/src/workers/segment/toc_segment.hpp"
 #include "extension/src/workers/writer/writer.hpp"
+#include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/writer/writer_shmem.hpp"
 #include "extension/src/workers/writer/writer_statements.hpp"
 
@@ -290,7 +291,7 @@ void kvg_audit_writer_main(Datum main_arg) {
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   BackgroundWorkerUnblockSignals();
   const Oid db = DatumGetObjectId(main_arg);
-  if (!shared() || database_dropped(db)) proc_exit(0);
+  if (!shared() || database_dropped(db)) proc_exit(kvg::pg::reserved::exit_status());
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
   // Its own transactions are short and always READ COMMITTED, read-write,
   // whatever the database's defaults (kvg.audit_insert relies on it).
@@ -300,7 +301,7 @@ void kvg_audit_writer_main(Datum main_arg) {
   // whatever search_path a database owner set for the database.
   SetConfigOption("search_path", kvg::pg::kPinnedSearchPath, PGC_SUSET, PGC_S_OVERRIDE);
   before_shmem_exit(give_back_at_exit, Datum(0));
-  if (!take_entry()) proc_exit(0);  // another writer runs this database
+  if (!take_entry()) proc_exit(kvg::pg::reserved::exit_status());  // another writer runs this database
   pgstat_report_appname("kvg audit writer");
 
   static Batch batch;
@@ -324,7 +325,7 @@ void kvg_audit_writer_main(Datum main_arg) {
     answer(batch);
     idle_since = GetCurrentTimestamp();
   }
-  proc_exit(0);
+  proc_exit(kvg::pg::reserved::exit_status());
 }
 
 }
