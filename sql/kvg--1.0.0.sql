@@ -292,7 +292,7 @@ COMMENT ON TABLE kvg.storage_adjustments IS
 -- its usage would exceed `quota`: nothing is charged twice, so storing what
 -- the role has stored already costs nothing and is never refused. Called by
 -- kvg.artifact_store, before any large object is made. Race-free: every
--- charge is made by the database's one audit writer (`by_writer`), one
+-- charge is made by the database's one artifacts writer (`by_writer`), one
 -- transaction at a time, so the usage it reads includes every charge before
 -- it; the one exception, a call that stores in its own transaction, checks
 -- without that order and can overshoot by its one artifact. It never waits
@@ -696,13 +696,13 @@ COMMENT ON FUNCTION public.kvg_audit_verify() IS
   'Verifies the whole hash-chained audit trail: ok, or the seq of the first row that does not verify (first_bad) '
   'and why (reason).';
 
--- The audit writers at work: one row per database whose writer runs.
+-- The audit writers at work: one row per database and lane whose writer runs.
 CREATE FUNCTION public.kvg_audit_writers(OUT database oid, OUT pid integer, OUT state text,
-                                         OUT rows_written bigint, OUT commits bigint)
+                                         OUT rows_written bigint, OUT commits bigint, OUT lane text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION public.kvg_audit_writers() IS
-  'The audit writer of each database (a background worker): its pid, state, rows written and commits.';
+  'The audit writers of each database (background workers; lane rows or artifacts): pid, state, rows written, commits.';
 
 -- The engine worker (kvg.engine = worker): the one process that runs every
 -- session's generations in shared batched passes. One row while kvg is

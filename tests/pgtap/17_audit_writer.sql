@@ -4,9 +4,10 @@
 -- returns, whatever the caller's transaction does afterwards; no open
 -- transaction makes another session's call wait; overlapping SERIALIZABLE
 -- transactions with audited calls all commit; a writer stopped in the
--- middle of an append refuses the call and leaves nothing half-written.
+-- middle of an append refuses the call and leaves nothing half-written; an
+-- artifact's store that waits holds no audited call (a lane of its own).
 BEGIN;
-SELECT plan(20);
+SELECT plan(23);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -20,13 +21,13 @@ $$;
 CREATE FUNCTION pg_temp.generate_sql(prompt text) RETURNS text LANGUAGE sql AS $$
   SELECT format('SELECT public.kvg_generate(%L, 4)', prompt)
 $$;
--- Seconds until the writer of this database waits for a lock (or 5 s).
-CREATE FUNCTION pg_temp.writer_waits() RETURNS boolean LANGUAGE plpgsql AS $$
+-- Seconds until this database's writer of `lane` waits for a lock (or 5 s).
+CREATE FUNCTION pg_temp.writer_waits(lane text) RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1 .. 100 LOOP
     IF EXISTS (SELECT FROM pg_locks l JOIN kvg_audit_writers() w ON w.pid = l.pid
                WHERE w.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                 AND NOT l.granted) THEN
+                 AND w.lane = writer_waits.lane AND NOT l.granted) THEN
       RETURN true;
     END IF;
     PERFORM pg_sleep(0.05);
@@ -54,7 +55,7 @@ SELECT ok(seq IS NOT NULL AND prev_hash ~ '^[0-9a-f]{64}$', 'it is linked into t
 FROM kvg.audit WHERE caller_xid = :'a_xid'::xid8;
 SELECT is((public.kvg_audit_verify()).ok, true, 'the chain verifies');
 SELECT is(state, 'running', 'this database''s audit writer runs') FROM kvg_audit_writers()
-WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database());
+WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND lane = 'rows';
 
 -- A long transaction holding an audited call, busy (so no idle timeout
 -- applies), delays nobody: another session's call completes at once.
@@ -68,6 +69,20 @@ SELECT ok(clock_timestamp() - :'t0'::timestamptz < interval '0.5 s',
 SELECT * FROM dblink_get_result('a') AS t(x text) \g /dev/null
 SELECT * FROM dblink_get_result('a') AS t(x text) \g /dev/null
 SELECT dblink_exec('a', 'ROLLBACK') \g /dev/null
+
+-- Artifacts have a writer of their own (a lane): a store that waits, here on
+-- a lock a superuser holds (as a 150 MB import's bytes take seconds to
+-- write), delays no audited call.
+SELECT dblink_exec('a', 'BEGIN') \g /dev/null
+SELECT dblink_exec('a', 'LOCK TABLE kvg.storage_accounts IN EXCLUSIVE MODE') \g /dev/null
+SELECT dblink_send_query('b', format('SELECT public.kvg_capture(%L)', 'The lanes of run ' || clock_timestamp()))
+\g /dev/null
+SELECT ok(pg_temp.writer_waits('artifacts'), 'the artifacts writer waits for the lock, storing b''s capture');
+SELECT ok(length(public.kvg_generate('There was a cat', 4)) > 0 AND dblink_is_busy('b') = 1,
+          'meanwhile an audited call''s row commits: the store holds no audited call');
+SELECT dblink_exec('a', 'ROLLBACK') \g /dev/null
+SELECT ok(x ~ '^[0-9a-f]{64}$', 'and the capture is stored once the lock is gone') FROM dblink_get_result('b') AS t(x text);
+SELECT * FROM dblink_get_result('b') AS t(x text) \g /dev/null
 -- No kvg_user can hold the chain's head.
 CREATE ROLE tap_holder IN ROLE kvg_user;
 SET LOCAL ROLE tap_holder;
@@ -80,9 +95,9 @@ SELECT count(*) AS rows_before FROM kvg.audit \gset
 SELECT dblink_exec('a', 'BEGIN') \g /dev/null
 SELECT dblink_exec('a', 'LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE') \g /dev/null
 SELECT dblink_send_query('b', pg_temp.generate_sql('Once upon a time')) \g /dev/null
-SELECT ok(pg_temp.writer_waits(), 'the writer waits for the head');
+SELECT ok(pg_temp.writer_waits('rows'), 'the writer waits for the head');
 SELECT pid AS writer_pid FROM kvg_audit_writers()
-WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) \gset
+WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND lane = 'rows' \gset
 SELECT ok(pg_terminate_backend(:writer_pid), 'the writer is stopped in the middle of its append');
 SET LOCAL client_min_messages = warning;
 SELECT * FROM dblink_get_result('b', false) AS t(g text) \g /dev/null

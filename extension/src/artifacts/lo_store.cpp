@@ -44,6 +44,8 @@ const writer::StatementKind kArtifactStoreStatement = writer::register_statement
                     "see kvg_audit_writers() and the server log.",
     // Refused for what it is (its parent gone, the disk full): that error.
     .own_error_prefix = "kvg: the artifact was not stored: ",
+    // A large artifact's bytes take long to write: not in the audit rows' lane.
+    .lane = writer::Lane::Artifacts,
 });
 
 // The server's large-object calls, one guard each. We go through be-fsstubs

@@ -91,6 +91,9 @@ void mark_absent(int, Datum index) {
 }  // namespace
 
 void define_settings() {
+  // Server-start settings exist only where the server loads kvg at start
+  // (a server without it refuses CREATE EXTENSION kvg: kvg.require_preload).
+  if (!process_shared_preload_libraries_in_progress) return;
   DefineCustomIntVariable("kvg.audit_writer_workers",
                           "Audit writers kept at server start, each in a worker slot of its own.",
                           "One runs one database's writer at a time; past them a writer is a dynamic worker, which "

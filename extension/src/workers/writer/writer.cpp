@@ -55,15 +55,16 @@ void stop_writer_of_dropped_database(PlannedStmt* pstmt, const char* query, bool
                                      DestReceiver* dest, QueryCompletion* qc) {
   if (IsA(pstmt->utilityStmt, DropdbStmt)) {
     const Oid db = get_database_oid(castNode(DropdbStmt, pstmt->utilityStmt)->dbname, true);
-    pid_t pid = 0;
+    pid_t pids[kMaxWriters];
+    int n = 0;
     LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
     for (Writer& w : shared_memory->writers)
       if (w.state != WriterState::Free && w.database == db) {
-        pid = w.state == WriterState::Running ? w.pid : 0;
+        if (w.state == WriterState::Running) pids[n++] = w.pid;
         w.state = WriterState::Dropped;
       }
     LWLockRelease(shared_memory->lock);
-    if (OidIsValid(db) && pid != 0) kill(pid, SIGTERM);
+    for (int i = 0; OidIsValid(db) && i < n; ++i) kill(pids[i], SIGTERM);
   }
   if (previous_utility)
     previous_utility(pstmt, query, read_only, context, params, env, dest, qc);
@@ -71,10 +72,11 @@ void stop_writer_of_dropped_database(PlannedStmt* pstmt, const char* query, bool
     standard_ProcessUtility(pstmt, query, read_only, context, params, env, dest, qc);
 }
 
-// Under the lock: this database's entry, or nullptr.
-Writer* writer_of(Oid db) {
+// Under the lock: the entry of this database's writer of `lane`, or nullptr.
+Writer* writer_of(Oid db, Lane lane) {
   for (Writer& w : shared_memory->writers)
-    if ((w.state == WriterState::Starting || w.state == WriterState::Running) && w.database == db) return &w;
+    if ((w.state == WriterState::Starting || w.state == WriterState::Running) && w.database == db && w.lane == lane)
+      return &w;
   return nullptr;
 }
 
@@ -99,10 +101,10 @@ const Statement& registered(StatementKind kind) {
                 statement.refusal_hint);
 }
 
-bool register_writer(Oid db) {
+bool register_writer(Oid db, Lane lane) {
   // One of the writers kept since server start (reserved_workers.hpp), or,
-  // when all of them run other databases' writers, a dynamic worker.
-  if (reserved::hand_off(reserved::Pool::Writer, ObjectIdGetDatum(db))) return true;
+  // when all of them run other writers, a dynamic worker.
+  if (reserved::hand_off(reserved::Pool::Writer, writer_argument(db, lane))) return true;
   BackgroundWorker worker{};
   worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
   worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -111,20 +113,20 @@ bool register_writer(Oid db) {
   worker.bgw_restart_time = 1;
   strlcpy(worker.bgw_library_name, "kvg", BGW_MAXLEN);
   strlcpy(worker.bgw_function_name, "kvg_audit_writer_main", BGW_MAXLEN);
-  snprintf(worker.bgw_name, BGW_MAXLEN, "kvg audit writer for database %u", db);
+  snprintf(worker.bgw_name, BGW_MAXLEN, "kvg audit writer for database %u (%s)", db, lane_name(lane));
   strlcpy(worker.bgw_type, "kvg audit writer", BGW_MAXLEN);
-  worker.bgw_main_arg = ObjectIdGetDatum(db);
+  worker.bgw_main_arg = writer_argument(db, lane);
   worker.bgw_notify_pid = 0;
   return RegisterDynamicBackgroundWorker(&worker, nullptr);
 }
 
 enum class Start { Running, Waiting, Registered, NoEntry, NoWorkerSlot, TimedOut };
 
-// One look at this database's writer, starting it when there is none.
-Start look_or_start(Oid db) {
+// One look at this database's writer of `lane`, starting it when there is none.
+Start look_or_start(Oid db, Lane lane) {
   const TimestampTz now = GetCurrentTimestamp();
   LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
-  Writer* w = writer_of(db);
+  Writer* w = writer_of(db, lane);
   Start result = Start::Waiting;
   if (w && w->state == WriterState::Running) {
     result = Start::Running;
@@ -136,12 +138,12 @@ Start look_or_start(Oid db) {
     if (!w) {
       result = Start::NoEntry;
     } else {
-      *w = Writer{db, WriterState::Starting, 0, nullptr, now, 0, 0};
+      *w = Writer{db, lane, WriterState::Starting, 0, nullptr, now, 0, 0};
       result = Start::Registered;
     }
   }
   LWLockRelease(shared_memory->lock);
-  if (result == Start::Registered && !register_writer(db)) {
+  if (result == Start::Registered && !register_writer(db, lane)) {
     LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
     if (w->database == db && w->state == WriterState::Starting) w->state = WriterState::Free;
     LWLockRelease(shared_memory->lock);
@@ -226,7 +228,7 @@ void ensure_running(StatementKind kind) {
   const Statement& statement = registered(kind);
   const Oid db = MyDatabaseId;
   for (;;) {
-    switch (look_or_start(db)) {
+    switch (look_or_start(db, statement.lane)) {
       case Start::Running:
         return;
       case Start::NoEntry:
@@ -277,11 +279,12 @@ uint64_t queue_request(StatementKind kind, dsm_segment* segment) {
   for (int attempt = 0; attempt < 3 && !writer_latch; ++attempt) {
     ensure_running(kind);
     LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
-    if (Writer* w = writer_of(db); w && w->state == WriterState::Running) {
+    if (Writer* w = writer_of(db, statement.lane); w && w->state == WriterState::Running) {
       writer_latch = w->latch;
       Slot& s = shared_memory->slots[slot];
       (void)s.request.queue(request_id);  // a fresh id: always queued
       s.database = db;
+      s.lane = statement.lane;
       s.payload = dsm_segment_handle(segment);
       s.caller = MyLatch;
     }
@@ -385,10 +388,11 @@ Datum kvg_audit_writers(PG_FUNCTION_ARGS) {
   LWLockRelease(shared()->lock);
   for (const Writer& w : copy) {
     if (w.state != WriterState::Starting && w.state != WriterState::Running) continue;
-    Datum values[5] = {ObjectIdGetDatum(w.database), Int32GetDatum(w.pid),
+    Datum values[6] = {ObjectIdGetDatum(w.database), Int32GetDatum(w.pid),
                        CStringGetTextDatum(w.state == WriterState::Running ? "running" : "starting"),
-                       Int64GetDatum(int64(w.rows)), Int64GetDatum(int64(w.commits))};
-    bool nulls[5] = {false, w.pid == 0, false, false, false};
+                       Int64GetDatum(int64(w.rows)), Int64GetDatum(int64(w.commits)),
+                       CStringGetTextDatum(lane_name(w.lane))};
+    bool nulls[6] = {false, w.pid == 0, false, false, false, false};
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   }
   return Datum(0);

@@ -65,6 +65,10 @@ struct Batch {
 };
 
 Writer* me = nullptr;  // this process's entry
+Lane my_lane = Lane::Rows;
+
+// Whether slot `s` holds a request for this writer: its database and lane.
+bool mine(const Slot& s) { return s.database == MyDatabaseId && s.lane == my_lane; }
 
 void fail_row(Claimed& row, const char* sqlstate, const char* error) {
   row.ok = false;
@@ -87,13 +91,14 @@ void give_back_at_exit(int, Datum) {
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
   // Only while this process still runs its database: after retiring, or as
   // a duplicate, the requests queued there are another writer's.
-  if (me->pid != MyProcPid || me->state != WriterState::Running || me->database != MyDatabaseId) {
+  if (me->pid != MyProcPid || me->state != WriterState::Running || me->database != MyDatabaseId ||
+      me->lane != my_lane) {
     LWLockRelease(sh->lock);
     return;
   }
   for (int i = 0; i < sh->slot_count; ++i) {
     Slot& s = sh->slots[i];
-    if (s.database != MyDatabaseId || !s.request.fail_unanswered()) continue;
+    if (!mine(s) || !s.request.fail_unanswered()) continue;
     put_reply(s, WriterReply::failed("", "the audit writer stopped before committing it"));
     SetLatch(s.caller);
   }
@@ -119,14 +124,15 @@ bool take_entry() {
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
   Writer* entry = nullptr;
   for (Writer& w : sh->writers)
-    if ((w.state == WriterState::Starting || w.state == WriterState::Running) && w.database == MyDatabaseId)
+    if ((w.state == WriterState::Starting || w.state == WriterState::Running) && w.database == MyDatabaseId &&
+        w.lane == my_lane)
       entry = &w;
   const bool other = entry && entry->state == WriterState::Running && entry->pid != MyProcPid;
   if (!entry)
     for (Writer& w : sh->writers)
       if (!entry && w.state == WriterState::Free) entry = &w;
   if (entry && !other) {
-    *entry = Writer{MyDatabaseId, WriterState::Running, MyProcPid, MyLatch, GetCurrentTimestamp(), 0, 0};
+    *entry = Writer{MyDatabaseId, my_lane, WriterState::Running, MyProcPid, MyLatch, GetCurrentTimestamp(), 0, 0};
     me = entry;
   }
   LWLockRelease(sh->lock);
@@ -159,7 +165,7 @@ void claim(Batch& batch) {
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
   for (int i = 0; i < sh->slot_count && batch.count < kMaxBatch; ++i) {
     Slot& s = sh->slots[i];
-    if (s.request.state != SlotState::Queued || s.database != MyDatabaseId) continue;
+    if (s.request.state != SlotState::Queued || !mine(s)) continue;
     const uint64_t request = *s.request.claim();
     dsm_segment* segment = dsm_attach(s.payload);
     if (!segment) {  // the caller is gone already
@@ -186,7 +192,7 @@ bool retire_if_idle() {
   bool idle = true;
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
   for (int i = 0; i < sh->slot_count && idle; ++i)
-    if (sh->slots[i].request.state == SlotState::Queued && sh->slots[i].database == MyDatabaseId) idle = false;
+    if (sh->slots[i].request.state == SlotState::Queued && mine(sh->slots[i])) idle = false;
   if (idle) me->state = WriterState::Free;
   LWLockRelease(sh->lock);
   return idle;
@@ -290,7 +296,8 @@ void kvg_audit_writer_main(Datum main_arg) {
   pqsignal(SIGTERM, die);
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
   BackgroundWorkerUnblockSignals();
-  const Oid db = DatumGetObjectId(main_arg);
+  const Oid db = argument_database(main_arg);
+  my_lane = argument_lane(main_arg);
   if (!shared() || database_dropped(db)) proc_exit(kvg::pg::reserved::exit_status());
   BackgroundWorkerInitializeConnectionByOid(db, InvalidOid, 0);
   // Its own transactions are short and always READ COMMITTED, read-write,
@@ -301,7 +308,7 @@ void kvg_audit_writer_main(Datum main_arg) {
   // whatever search_path a database owner set for the database.
   SetConfigOption("search_path", kvg::pg::kPinnedSearchPath, PGC_SUSET, PGC_S_OVERRIDE);
   before_shmem_exit(give_back_at_exit, Datum(0));
-  if (!take_entry()) proc_exit(kvg::pg::reserved::exit_status());  // another writer runs this database
+  if (!take_entry()) proc_exit(kvg::pg::reserved::exit_status());  // another writer runs this database's lane
   pgstat_report_appname("kvg audit writer");
 
   static Batch batch;

@@ -9,12 +9,14 @@
 
 #include "extension/src/workers/protocol/request_slot.hpp"
 #include "extension/src/workers/protocol/writer_messages.hpp"
+#include "extension/src/workers/writer/writer_statements.hpp"
 
 namespace kvg::pg::writer {
 
-// Databases that may have a writer at once: each takes one of the server's
-// max_worker_processes while it runs (writers stop when idle).
-inline constexpr int kMaxWriters = 32;
+// Writers that may run at once (a database has one per lane,
+// writer_statements.hpp): each takes one of the server's worker slots while
+// it runs (writers stop when idle).
+inline constexpr int kMaxWriters = 64;
 // Requests one writer commits together at most.
 inline constexpr int kMaxBatch = 64;
 
@@ -27,6 +29,7 @@ enum class WriterState : uint32_t {
 
 struct Writer {
   Oid database;
+  Lane lane;
   WriterState state;
   pid_t pid;
   Latch* latch;              // the writer's, set when a request is queued
@@ -40,6 +43,7 @@ struct Writer {
 struct Slot {
   worker_protocol::RequestSlot request;  // its state and id (request_slot.hpp)
   Oid database;
+  Lane lane;           // the writer of database and lane takes it
   dsm_handle payload;  // the request's segment (below)
   Latch* caller;
   // Once Done or Failed: the writer's framed WriterReply (the statement's
@@ -57,6 +61,14 @@ struct Shared {
   Writer writers[kMaxWriters];
   Slot slots[FLEXIBLE_ARRAY_MEMBER];
 };
+
+// A writer's main_arg: its database and lane.
+inline Datum writer_argument(Oid database, Lane lane) {
+  return Datum(uint64_t(database) | (uint64_t(lane) << 32));
+}
+inline Oid argument_database(Datum argument) { return Oid(uint64_t(argument) & 0xffffffffu); }
+inline Lane argument_lane(Datum argument) { return Lane(uint32_t(uint64_t(argument) >> 32)); }
+inline const char* lane_name(Lane lane) { return lane == Lane::Artifacts ? "artifacts" : "rows"; }
 
 // Attached by shmem_startup_hook in every process; nullptr when kvg was not
 // preloaded (no shared memory was requested).

@@ -17,6 +17,13 @@
 
 namespace kvg::pg::writer {
 
+// Which of a database's two writers runs a statement: rows (audit rows and
+// the like: small, and every audited call waits for one) or artifacts (an
+// artifact's bytes, up to kvg.max_import_bytes, and its storage charge).
+// Two processes, each committing its own lane's requests in order, so that
+// storing a large artifact never holds an audited call (docs/audit-chain.md).
+enum class Lane : uint32_t { Rows = 0, Artifacts = 1 };
+
 // A parameter's SQL type: each is passed as its bytes (a varlena), which
 // the statement casts as it needs.
 enum class ParameterType : uint8_t { Text, Bytea };
@@ -35,6 +42,7 @@ struct Statement {
   // as that error, its message after this prefix; when empty, every failure
   // reads as the writer being down (57V01).
   std::string own_error_prefix;
+  Lane lane = Lane::Rows;
 };
 
 // 0 is no statement (a zeroed request names none).
