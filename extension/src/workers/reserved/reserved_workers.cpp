@@ -96,8 +96,9 @@ void define_settings() {
   if (!process_shared_preload_libraries_in_progress) return;
   DefineCustomIntVariable("kvg.audit_writer_workers",
                           "Audit writers kept at server start, each in a worker slot of its own.",
-                          "One runs one database's writer at a time; past them a writer is a dynamic worker, which "
-                          "users' parallel queries can keep out (docs/operations.md).",
+                          "One runs one writer at a time (a database has two: audit rows, artifacts); past them a "
+                          "writer is a dynamic worker, which users' parallel queries can keep out "
+                          "(docs/operations.md).",
                           &writer_workers, 2, 0, 32, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.verifier_workers",
                           "Verifier workers kept at server start, each in a worker slot of its own.",

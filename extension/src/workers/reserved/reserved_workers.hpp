@@ -7,8 +7,8 @@
 // server runs, even between its runs.
 //
 // So kvg registers, at server start, a pool of static workers for each kind
-// it starts per task: kvg.audit_writer_workers audit writers (one runs a
-// database's writer, writers/writer.hpp) and kvg.verifier_workers verifiers
+// it starts per task: kvg.audit_writer_workers audit writers (one runs one
+// of a database's two writers, writer/writer.hpp) and kvg.verifier_workers verifiers
 // (one runs one verification, verifier/verifier_worker.hpp). Each waits,
 // idle and connected to no database, until a task is handed to it; runs the
 // task's own main in that fresh process; and exits with status 1, so that
