@@ -2,11 +2,11 @@
 -- artifacts, their large objects and the audit chain came through intact,
 -- and the restored extension keeps working.
 BEGIN;
-SELECT plan(17);
+SELECT plan(19);
 \ir ../fixtures.psql
 
-SELECT is((SELECT count(*) FROM kvg.artifacts), 6::bigint, 'six artifacts restored (four imported, two learned)');
-SELECT is((SELECT count(*) FROM kvg.artifacts WHERE (public.kvg_artifact_verify(sha256)).ok), 6::bigint,
+SELECT is((SELECT count(*) FROM kvg.artifacts), 8::bigint, 'eight artifacts restored (four imported, four learned)');
+SELECT is((SELECT count(*) FROM kvg.artifacts WHERE (public.kvg_artifact_verify(sha256)).ok), 8::bigint,
           'every restored artifact verifies');
 SELECT is((SELECT count(*) FROM fixture f JOIN kvg.artifacts a ON a.sha256 = encode(sha256(f.bytes), 'hex')
            WHERE public.kvg_export(a.sha256) = f.bytes), 4::bigint, 'exports equal the original bytes');
@@ -14,25 +14,31 @@ SELECT is((SELECT parent_sha256 FROM kvg.artifacts WHERE sha256 = pg_temp.fixtur
           pg_temp.fixture_sha('root'), 'the chain link survives');
 SELECT is(pg_temp.orphan_objects(), 0::bigint, 'no orphan large objects');
 SELECT is((SELECT array_agg(row(role, artifacts, bytes)::text) FROM kvg.storage_usage),
-          ARRAY[row('postgres', 6, (SELECT sum(bytes) FROM kvg.artifacts))::text],
-          'the storage charges are restored: the six artifacts, charged to the role that stored them');
+          ARRAY[row('postgres', 8, (SELECT sum(bytes) FROM kvg.artifacts))::text],
+          'the storage charges are restored: the eight artifacts, charged to the role that stored them');
 SELECT is((SELECT s.bytes + coalesce((SELECT sum(j.bytes) FROM kvg.storage_adjustments j WHERE j.role = s.role), 0)
            FROM kvg.storage_accounts s WHERE s.role = 'postgres'),
           (SELECT sum(bytes) FROM kvg.artifacts), 'and so is the running total the audit writer checks');
 SELECT is((SELECT count(*) FILTER (WHERE operation <> 'export') || ' restored, ' ||
                   count(*) FILTER (WHERE operation = 'export') || ' exports' FROM kvg.audit),
-          '5 restored, 4 exports', 'five audit rows restored, and the four exports above audited');
-SELECT is((SELECT lexemes FROM kvg.knowledge), ARRAY['ball', 'colour', 'day', 'everi', 'lili', 'play', 'red'],
-          'the library entry is restored, its generated column too');
+          '6 restored, 4 exports', 'six audit rows restored, and the four exports above audited');
+SELECT is((SELECT lexemes FROM kvg.knowledge WHERE verifier = 'contains'),
+          ARRAY['ball', 'colour', 'day', 'everi', 'lili', 'play', 'red'],
+          'the library entries are restored, their generated column too');
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SELECT set_config('kvg.device', 'cpu', true) \g /dev/null
-SELECT is(mode || ' ' || artifact, 'recurring ' || (SELECT artifact_sha256 FROM kvg.knowledge),
+SELECT is(mode || ' ' || artifact, 'recurring ' || (SELECT artifact_sha256 FROM kvg.knowledge WHERE verifier = 'contains'),
           'a recurring answer grafts the restored artifact')
 FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is(tokens_prefilled, 1, 'and computes only the last prompt token again')
 FROM public.kvg_answer_detail('What colour was Lily''s ball?', 4);
 SELECT is((public.kvg_audit_verify()).ok, true, 'the restored chain verifies');
+SELECT is(kvg.function_pin((verifier_frozen || '(text, text)')::regprocedure), verifier_pin,
+          'a function verifier''s frozen copy is restored, pinned as deposited')
+FROM kvg.knowledge WHERE verifier <> 'contains';
+SELECT is(verified, true, 'and verifies answers in the restored database')
+FROM public.kvg_answer_detail('Where did the toy boat float?', 4);
 -- Owners and the library's publication come through (docs/security.md, section 9).
 SELECT is((SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS (SELECT FROM kvg.artifact_claims c
            WHERE c.sha256 = a.sha256 AND c.claimed_by = 'postgres')), 0::bigint,
