@@ -24,7 +24,7 @@
 -- the frozen copies are committed by the freeze itself; the entries and
 -- everything else are rolled back with this transaction.
 BEGIN;
-SELECT plan(53);
+SELECT plan(56);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -399,6 +399,21 @@ SELECT pg_temp.committed($$
 $$) \g /dev/null
 SELECT throws_like($$SELECT kvg_learn('Does the tap verifier end?', 'tap_iso_admin.again', 'It ends.', 'ends')$$,
                    '%could not be frozen: it calls itself%', 'a verifier that calls itself cannot be frozen');
+
+-- Only a superuser can change a copy; one it changed fails closed (it is not
+-- what its name, a hash of its content, says, nor has its pin), until a
+-- freeze of the same function makes it so again.
+SELECT verifier_frozen AS whoami_copy FROM kvg.knowledge WHERE question = 'Who runs the tap verifier?' \gset
+SELECT pg_temp.committed(format('CREATE OR REPLACE FUNCTION %s(q text, a text) RETURNS boolean LANGUAGE sql RETURN true',
+                                :'whoami_copy')) \g /dev/null
+SET client_min_messages = error;
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), false, 'a copy a superuser replaced fails closed');
+RESET client_min_messages;
+SELECT kvg_learn('Who runs the tap verifier again?', 'tap_iso_admin.whoami', 'The tap verifier runs.', 'runs') AS again
+\gset
+SELECT is(verifier_frozen, :'whoami_copy', 'freezing the function again remakes the copy under its name')
+FROM kvg.knowledge WHERE id = :again;
+SELECT is(pg_temp.verdict('Who runs the tap verifier?'), true, 'and the entry''s answers are verified again');
 
 -- 1 (end). A dropped verifier changes nothing either.
 SELECT pg_temp.committed('DROP FUNCTION tap_iso_m.accept(text, text)') \g /dev/null

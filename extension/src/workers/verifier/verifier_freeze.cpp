@@ -129,7 +129,8 @@ void append_array(StringInfo out, const char* label, HeapTuple tup, AttrNumber c
   appendStringInfo(out, "\n%s %s", label, isnull ? "-" : OidOutputFunctionCall(F_ARRAY_OUT, value));
 }
 
-// "v_" and the first 40 hex digits of the SHA-256 of what the copy is.
+// "v_" and the first 40 hex digits of the SHA-256 of what the copy is: its
+// signature, attributes and body (as pg_proc stores it: a node tree's text).
 void copy_name(HeapTuple tup, const char* bound_body, char name[NAMEDATALEN]) {
   const auto* proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tup));
   StringInfoData what;
@@ -179,16 +180,21 @@ Oid copy_one(const Reached* reached, int n, int at, Oid frozen_schema, Oid owner
     ReleaseSysCache(tup);
     return InvalidOid;
   }
+  // As pg_proc will store it (a node tree read back loses its locations), so
+  // that the copy's name is the hash of what its row holds (frozen_intact).
+  const char* stored = nodeToString(stringToNode(bound.data));
   char name[NAMEDATALEN];
-  copy_name(tup, bound.data, name);
+  copy_name(tup, stored, name);
   Oid copy = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(name),
                              PointerGetDatum(&proc->proargtypes), ObjectIdGetDatum(frozen_schema));
-  if (!OidIsValid(copy)) {
+  // A copy of this name that is not what its name says (restored from a
+  // dump, its body parsed anew; or changed by a superuser) is made so again.
+  if (!OidIsValid(copy) || !frozen_intact(copy)) {
     const char* source = TextDatumGetCString(SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull));
     const ObjectAddress made = ProcedureCreate(
-        name, frozen_schema, false, proc->proretset, proc->prorettype, owner, SQLlanguageId, InvalidOid, source,
-        nullptr, static_cast<Node*>(stringToNode(bound.data)), PROKIND_FUNCTION, false, false, proc->proisstrict,
-        proc->provolatile, proc->proparallel, const_cast<oidvector*>(&proc->proargtypes),
+        name, frozen_schema, OidIsValid(copy), proc->proretset, proc->prorettype, owner, SQLlanguageId, InvalidOid,
+        source, nullptr, static_cast<Node*>(stringToNode(stored)), PROKIND_FUNCTION, false, false,
+        proc->proisstrict, proc->provolatile, proc->proparallel, const_cast<oidvector*>(&proc->proargtypes),
         attribute_or_null(tup, Anum_pg_proc_proallargtypes), attribute_or_null(tup, Anum_pg_proc_proargmodes),
         attribute_or_null(tup, Anum_pg_proc_proargnames), NIL, PointerGetDatum(nullptr), PointerGetDatum(nullptr),
         InvalidOid, proc->procost, proc->prorows);
@@ -204,7 +210,46 @@ Oid copy_one(const Reached* reached, int n, int at, Oid frozen_schema, Oid owner
   return copy;
 }
 
+// Whether copy `fn` is what its name says, and so is every function of
+// kvg_frozen its body calls; `seen` counts the copies checked.
+bool intact(Oid fn, Oid frozen_schema, Oid* seen, int* n_seen) {
+  for (int i = 0; i < *n_seen; ++i)
+    if (seen[i] == fn) return true;
+  if (*n_seen >= kMaxFunctions) return false;
+  seen[(*n_seen)++] = fn;
+  HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+  if (!HeapTupleIsValid(tup)) return false;
+  const auto* proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tup));
+  bool no_body, no_config;
+  const Datum body = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosqlbody, &no_body);
+  (void)SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proconfig, &no_config);
+  bool ok = !no_body && no_config && proc->pronamespace == frozen_schema && proc->prolang == SQLlanguageId &&
+            proc->prokind == PROKIND_FUNCTION && !proc->prosecdef && !OidIsValid(proc->prosupport);
+  const char* node_text = nullptr;
+  if (ok) {
+    node_text = TextDatumGetCString(body);
+    char name[NAMEDATALEN];
+    copy_name(tup, node_text, name);
+    ok = std::strcmp(name, NameStr(proc->proname)) == 0;
+  }
+  ReleaseSysCache(tup);
+  // Its callees: copies (checked the same way) or built in.
+  static const char kCall[] = ":funcid ";
+  for (const char* hit = ok ? std::strstr(node_text, kCall) : nullptr; ok && hit; hit = std::strstr(hit + 1, kCall)) {
+    const Oid callee = Oid(std::strtoul(hit + sizeof(kCall) - 1, nullptr, 10));
+    ok = is_builtin(callee) || intact(callee, frozen_schema, seen, n_seen);
+  }
+  return ok;
+}
+
 }  // namespace
+
+bool frozen_intact(Oid fn) {
+  const Oid frozen_schema = get_namespace_oid("kvg_frozen", false);
+  Oid seen[kMaxFunctions];
+  int n_seen = 0;
+  return intact(fn, frozen_schema, seen, &n_seen);
+}
 
 Oid freeze_function(Oid fn, const char** refusal) {
   Datum key[2] = {Int32GetDatum(kFreezeLockKey), Int32GetDatum(1)};

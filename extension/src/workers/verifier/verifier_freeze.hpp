@@ -21,4 +21,11 @@ namespace kvg::pg::verifier_worker {
 // before it commits.
 Oid freeze_function(Oid fn, const char** refusal);
 
+// Whether the copy `fn`, and every copy it calls, is still what it was
+// frozen as: each one's name is the hash of its row's signature, attributes
+// and body, so this needs no SQL (kvg.function_pin takes tens of ms in a
+// fresh worker). False for a copy a superuser changed, and for one restored
+// from a dump (its body is parsed anew): then the caller checks the pin.
+bool frozen_intact(Oid fn);
+
 }  // namespace kvg::pg::verifier_worker

@@ -80,25 +80,31 @@ void refuse(const char* why) {
   verdict.passed = false;
 }
 
-// The frozen copy `frozen`(text, text) and its kvg.function_pin as this
-// transaction sees it, or NULL (in the SPI context) when there is no such
-// copy in kvg_frozen. *fn receives its OID.
-char* current_pin(const VerifierRequest& request, Oid* fn) {
+// The frozen copy `frozen`(text, text) in kvg_frozen, or InvalidOid.
+Oid frozen_copy(const VerifierRequest& request) {
   Oid types[1] = {TEXTOID};
   Datum values[1] = {PointerGetDatum(cstring_to_text_with_len(request.spec.data(), int(request.spec.size())))};
   const int rc = SPI_execute_with_args(
-      "SELECT p.oid, kvg.function_pin(p.oid) FROM pg_catalog.pg_proc p "
-      "WHERE p.oid = pg_catalog.to_regprocedure($1 || '(text, text)') "
+      "SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.oid = pg_catalog.to_regprocedure($1 || '(text, text)') "
       "AND p.pronamespace = 'kvg_frozen'::pg_catalog.regnamespace",
-      1, types, values, nullptr, false, 1);  // not read_only: a fresh snapshot each time
-  if (rc != SPI_OK_SELECT) elog(ERROR, "kvg verifier: reading the pin failed (%d)", rc);
-  if (SPI_processed == 0) return nullptr;
+      1, types, values, nullptr, false, 1);  // not read_only: a fresh snapshot
+  if (rc != SPI_OK_SELECT) elog(ERROR, "kvg verifier: finding the frozen copy failed (%d)", rc);
+  if (SPI_processed == 0) return InvalidOid;
   bool isnull;
-  *fn = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-  return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+  return DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-bool pin_matches(const VerifierRequest& request, const char* pin) {
+// Whether the copy is what was deposited: each copy it runs is what its
+// name (a content hash) says; or, where that does not hold (a copy restored
+// from a dump is parsed anew), its kvg.function_pin is the deposited one.
+bool copy_as_deposited(const VerifierRequest& request, Oid fn) {
+  if (kvg::pg::verifier_worker::frozen_intact(fn)) return true;
+  Oid types[1] = {OIDOID};
+  Datum values[1] = {ObjectIdGetDatum(fn)};
+  if (SPI_execute_with_args("SELECT kvg.function_pin($1)", 1, types, values, nullptr, false, 1) != SPI_OK_SELECT ||
+      SPI_processed != 1)
+    elog(ERROR, "kvg verifier: reading the pin failed");
+  const char* pin = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
   return pin != nullptr && std::strlen(pin) == request.pin.size() &&
          std::memcmp(pin, request.pin.data(), request.pin.size()) == 0;
 }
@@ -123,8 +129,8 @@ bool verifier_holds_rights(Oid verifier_role) {
 
 void verify(const VerifierRequest& request) {
   if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "kvg verifier: SPI_connect failed");
-  Oid fn = InvalidOid;
-  if (!pin_matches(request, current_pin(request, &fn))) {
+  const Oid fn = frozen_copy(request);
+  if (!OidIsValid(fn) || !copy_as_deposited(request, fn)) {
     refuse(OidIsValid(fn) ? "its frozen copy changed since the entry was deposited"
                           : "its frozen copy no longer exists (or is not committed)");
     SPI_finish();
