@@ -178,6 +178,36 @@ echo "  $returned answers were returned; ${missing:-?} of them have no committed
 if [ "$returned" -lt 1 ] || [ "${missing:-1}" != 0 ]; then failures=$((failures + 1)); fi
 check "the audit writer killed"
 
+# A delivered answer's caller committed, even when the server crashes the
+# moment the client has it: its commit was flushed (it wrote nothing else,
+# so PostgreSQL alone would have committed it asynchronously).
+lost=0
+for i in 1 2 3; do
+  # A backend to kill (any process of the server's makes it restart), ready
+  # before the call, so the kill follows the answer at once.
+  psql -X -At -c "SET application_name = 'kvg-crash-sleeper'" -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+  sleeper_client=$!
+  sleeper=""
+  for _ in $(seq 1 40); do
+    sleeper=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvg-crash-sleeper' AND state = 'active'")
+    [ -n "$sleeper" ] && break
+    sleep 0.05
+  done
+  q "SELECT kvg_generate('xid probe $i', 4)" >/dev/null || lost=$((lost + 1))
+  kill -9 "$sleeper"
+  wait "$sleeper_client" 2>/dev/null
+  wait_ready || break
+  status=$(q "SELECT pg_xact_status(caller_xid) FROM kvg.audit WHERE operation = 'generate' ORDER BY id DESC LIMIT 1")
+  [ "$status" = committed ] || lost=$((lost + 1))
+done
+if [ "$lost" = 0 ]; then
+  echo "  3 answers delivered, the server crashed at once after each: their callers read committed: ok"
+else
+  echo "  FAILED: of 3 answers delivered right before a crash, $lost read otherwise than committed"
+  failures=$((failures + 1))
+fi
+check "crashes right after delivered answers"
+
 # Immediate shutdown during a batch of answers, each its own transaction.
 for i in 1 2 3 4; do
   (for j in $(seq 1 200); do q "SELECT kvg_answer('What color is the sky?')" >/dev/null 2>&1 || break; done) &

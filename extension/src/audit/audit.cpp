@@ -34,9 +34,15 @@ const writer::StatementKind kAuditRowStatement = writer::register_statement({
 // The (sub)transaction of the call, made to have an id, so pg_xact_status
 // tells later whether it committed: a subtransaction's says 'aborted' once
 // rolled back to its savepoint, and 'committed' once its top transaction
-// commits.
+// commits. Its commit is flushed before the client hears of it, even when
+// it wrote nothing else (PostgreSQL commits such a transaction
+// asynchronously): otherwise a crash right after a delivered answer would
+// leave its row saying 'aborted'.
 std::string caller_xid() {
-  const uint64_t xid = call([] { return U64FromFullTransactionId(GetCurrentFullTransactionId()); });
+  const uint64_t xid = call([] {
+    ForceSyncCommit();
+    return U64FromFullTransactionId(GetCurrentFullTransactionId());
+  });
   return std::to_string(xid);
 }
 
