@@ -12,7 +12,7 @@
 -- a tag of this run, and what its second sessions commit is deleted at the
 -- end.
 BEGIN;
-SELECT plan(44);
+SELECT plan(47);
 \ir small_model.psql
 \ir sessions.psql
 
@@ -196,6 +196,20 @@ SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = :'asker'), 1::b
           'the question''s own link to the asker');
 SELECT cmp_ok((SELECT bytes FROM kvg.storage_usage WHERE role = :'asker'), '<=', 80 * 1024::bigint,
               'within its quota');
+-- A template of the asker's own puts text of hers into every link of the
+-- composition: then they are all hers, and the library pays for none.
+SELECT count(*) AS library_before FROM kvg.storage_charges WHERE role = '(library)' \gset
+SET SESSION AUTHORIZATION :"asker";
+SELECT set_config('kvg.knowledge_template', 'The asker''s own notes.' || E'\n{solution}\nQuestion: {question}\nAnswer:',
+                  false) \g /dev/null
+SELECT is(mode, 'transfer', 'with a template of her own, the asker is answered over the two entries')
+FROM public.kvg_answer_detail(:'composed', 4);
+RESET kvg.knowledge_template;
+RESET SESSION AUTHORIZATION;
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = '(library)'), :library_before::bigint,
+          'and the library pays for no link of it');
+SELECT is((SELECT count(*) FROM kvg.storage_charges WHERE role = :'asker'), 4::bigint,
+          'the asker pays for all three: her template is in them');
 
 -- 4. Deleting an artifact uncharges it ------------------------------------------------------
 

@@ -95,9 +95,11 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   // (what is checked and returned): docs/output-bytes.md.
   const std::string raw_answer = line.answer();
   const std::string answer = output_text(raw_answer);
-  // The entries' links are the library's to pay for; the question's, the
-  // asker's (docs/security.md, promise 7).
-  run.store_links(call, prompt.ends.size() >= 2 ? prompt.ends[prompt.ends.size() - 2] : 0);
+  // The entries' links are the library's to pay for, laid out by the
+  // server's template; the question's, the asker's (docs/security.md,
+  // promise 7). A user's own template makes them all the asker's.
+  const bool library_pays = prompt.ends.size() >= 2 && settings::knowledge_template_is_the_servers();
+  run.store_links(call, library_pays ? prompt.ends[prompt.ends.size() - 2] : 0);
 
   std::optional<bool> verified;
   if (route.mode == Route::Mode::Recurring) {

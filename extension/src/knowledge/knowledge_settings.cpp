@@ -14,12 +14,17 @@
 //                      context for the caller's question, and how many.
 #include "extension/src/knowledge/knowledge_settings.hpp"
 
+#include <cstring>
 #include <optional>
 #include <string>
 
 #include "engine/knowledge_prompt.hpp"
 #include "extension/src/pg/setting_check.hpp"
 #include "extension/src/pg/postgres.hpp"
+
+extern "C" {
+#include "utils/guc_tables.h"
+}
 
 namespace kvg::pg::settings {
 
@@ -59,6 +64,13 @@ void define_knowledge() {
 }
 
 const char* knowledge_template() { return template_value ? template_value : kDefaultTemplate; }
+
+bool knowledge_template_is_the_servers() {
+  config_generic** variables = get_guc_variables();
+  for (int i = 0, n = GetNumConfigOptions(); i < n; ++i)
+    if (std::strcmp(variables[i]->name, "kvg.knowledge_template") == 0) return variables[i]->source <= PGC_S_GLOBAL;
+  return false;
+}
 int max_solution_tokens() { return max_solution_tokens_value; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }
 int transfer_max_entries() { return transfer_max_entries_value; }

@@ -9,6 +9,12 @@ namespace kvg::pg::settings {
 void define_knowledge();
 
 const char* knowledge_template();  // always parses (the check hook refuses others)
+// Whether the template in effect is the server's (its default, the
+// configuration file, ALTER SYSTEM, the command line), not one a user chose
+// (SET, a role's or a database's setting, the connection): only then are the
+// links an answer composes from entries the library's to pay for, since a
+// user's template puts text of the user's into them (lo_store.hpp, Payer).
+bool knowledge_template_is_the_servers();
 // kvg.max_solution_tokens: the longest solution a library entry may hold.
 int max_solution_tokens();
 double transfer_min_similarity();
