@@ -12,7 +12,8 @@ namespace {
 
 const Flag* find_flag(const Flags& flags, const std::string& arg) {
   for (const Flag& f : flags)
-    if (arg == "--" + f.name || (!f.alias.empty() && arg == f.alias)) return &f;
+    for (const std::string& s : spellings(f))
+      if (arg == s) return &f;
   return nullptr;
 }
 
@@ -20,18 +21,27 @@ bool is_help(const std::string& arg) { return arg == "--help" || arg == "-h"; }
 
 // "unknown flag --temprature; did you mean --temperature?"
 Error unknown_flag(const Flags& flags, const std::string& arg) {
-  std::vector<std::string> spellings = {"--help"};
+  std::vector<std::string> known = {"--help"};
   for (const Flag& f : flags) {
-    spellings.push_back("--" + f.name);
-    if (!f.alias.empty()) spellings.push_back(f.alias);
+    // A refused flag is no suggestion: "-ng; did you mean -ngl?" leads nowhere.
+    if (!f.refused.empty()) continue;
+    const std::vector<std::string> s = spellings(f);
+    known.insert(known.end(), s.begin(), s.end());
   }
-  const std::string near = nearest_spelling(arg, spellings);
+  const std::string near = nearest_spelling(arg, known);
   return Error(ErrorCode::InvalidArgument, "unknown flag " + arg +
                                                (near.empty() ? " (--help lists this command's flags)"
                                                              : "; did you mean " + near + "?"));
 }
 
 }  // namespace
+
+std::vector<std::string> spellings(const Flag& flag) {
+  std::vector<std::string> all = {"--" + flag.name};
+  if (!flag.alias.empty()) all.push_back(flag.alias);
+  all.insert(all.end(), flag.also.begin(), flag.also.end());
+  return all;
+}
 
 Args::Args(int argc, char** argv, int first, const Flags& flags, int max_positional) {
   // "--name=value" is "--name value" (GNU style, as many tools accept).
@@ -63,6 +73,8 @@ Args::Args(int argc, char** argv, int first, const Flags& flags, int max_positio
       if (int(positional_.size()) >= max_positional)
         throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + arg + "'");
       positional_.push_back(arg);
+    } else if (!f->refused.empty()) {
+      throw Error(ErrorCode::InvalidArgument, arg + " " + f->refused);
     } else if (f->value.empty()) {
       values_[f->name] = "1";
     } else {

@@ -17,8 +17,18 @@ struct Flag {
   std::string value;  // what the value is, e.g. "N" or "FILE"; empty: a boolean flag
   std::string help;
   std::string alias = {};  // a short spelling, e.g. "-n"
+  // More spellings of the same flag: other tools' names for it (llama.cpp's
+  // --ctx-size), so their users' habits work; --help names them after the help.
+  std::vector<std::string> also = {};
+  // Not empty: another tool's flag that means nothing here, refused with this
+  // reason after the spelling given ("-ngl is llama.cpp's ..."), rather than
+  // "did you mean" a flag it has nothing to do with. --help leaves it out.
+  std::string refused = {};
 };
 using Flags = std::vector<Flag>;
+
+// Every spelling that names `flag`: --name, the alias, then the others.
+std::vector<std::string> spellings(const Flag& flag);
 
 class Args {
  public:

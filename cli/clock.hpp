@@ -1,4 +1,4 @@
-// The benchmarks' clock: seconds on the monotonic clock.
+// The benchmarks' clock, and generate's timings: seconds on the monotonic clock.
 #pragma once
 
 #include <chrono>

@@ -6,6 +6,7 @@
 #include "cli/args.hpp"
 #include "cli/artifact_flags.hpp"
 #include "cli/chat_flags.hpp"
+#include "cli/clock.hpp"
 #include "cli/commands.hpp"
 #include "cli/engine_flags.hpp"
 #include "common/error.hpp"
@@ -38,11 +39,33 @@ void set_sampling_flags(const Args& args, GenerateOptions& options) {
   options.sampling.seed = uint64_t(args.get_int("seed", 0));
 }
 
+// One line of the timings: "prompt eval time = 1.23 ms / 4 tokens (0.31 ms
+// per token, 3252.03 tokens per second)", aligned as llama.cpp aligns them.
+void print_timing(const char* what, double seconds, int64_t count, const char* unit) {
+  const double ms = seconds * 1e3;
+  std::fprintf(stderr, "kvg: %11s time = %10.2f ms / %5lld %s (%8.2f ms per token, %8.2f tokens per second)\n", what,
+               ms, (long long)count, unit, count > 0 ? ms / double(count) : 0.0,
+               seconds > 0 ? double(count) / seconds : 0.0);
+}
+
+// The timings llama.cpp prints at the end, on stderr so that stdout stays the
+// text (or the JSON). Eval counts decode passes ("runs", as llama.cpp): the
+// first token comes from the prompt's last pass, so n tokens take n - 1.
+// Total is the whole command, the model's load included, as llama.cpp's.
+void print_timings(const GenerateResult& result, int64_t prefilled, double total_seconds) {
+  const int64_t runs = std::max<int64_t>(0, int64_t(result.tokens.size()) - 1);
+  print_timing("prompt eval", result.prefill_seconds, prefilled, "tokens");
+  print_timing("eval", result.decode_seconds, runs, "runs  ");
+  std::fprintf(stderr, "kvg: %11s time = %10.2f ms / %5lld tokens\n", "total", total_seconds * 1e3,
+               (long long)(prefilled + runs));
+}
+
 }  // namespace
 
 int cmd_generate(const Args& args) { return run_generate(args, args.has("chat")); }
 
 int run_generate(const Args& args, bool chat) {
+  const double began = now_seconds();
   auto model = load_model(args);
   Session session(model, engine_options(args));
   std::vector<int32_t> prompt;
@@ -106,6 +129,7 @@ int run_generate(const Args& args, bool chat) {
   const int64_t grafted =
       std::max<int64_t>(0, std::min(int64_t(prompt.size()) - int64_t(rest.size()), int64_t(prompt.size()) - 1));
   const GenerateResult result = generate(session, rest, options);
+  const int64_t prefilled = int64_t(prompt.size()) - grafted;
   if (json) {
     // A chat's answer is the assistant's text: the token that ended its turn is not part of it.
     std::vector<int32_t> answer = result.tokens;
@@ -117,11 +141,13 @@ int run_generate(const Args& args, bool chat) {
                 "\"exact\":%s}\n",
                 chat ? "" : "{", join_tokens(prompt, ",").c_str(), join_tokens(result.tokens, ",").c_str(),
                 json_escape(output_text(bytes)).c_str(), to_hex(bytes).c_str(), result.stopped_at_eos ? "true" : "false",
-                (long long)grafted, (long long)(int64_t(prompt.size()) - grafted), result.prefill_seconds,
+                (long long)grafted, (long long)prefilled, result.prefill_seconds,
                 result.decode_seconds, positional ? "false" : "true");
   } else {
     std::printf("%s\n", text.finish().c_str());
   }
+  std::fflush(stdout);  // the text before the timings where both go to one terminal or file
+  if (!args.has("no-perf")) print_timings(result, prefilled, now_seconds() - began);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "cli/chat_flags.hpp"
@@ -19,6 +20,13 @@ const Flag kChunk{"chunk", "K", "prefill in chunks of K tokens (default: all at 
 const Flag kArtifact{"artifact", "A", "graft this artifact first: a file, or a hash in --store"};
 const Flag kStore{"store", "DIR", "a content-addressed artifact store directory"};
 
+// A flag's help, then the other tools' spellings it takes: "... (also --ctx-size)".
+std::string help_line(const Flag& f) {
+  std::string also;
+  for (const std::string& s : f.also) also += (also.empty() ? " (also " : ", ") + s;
+  return also.empty() ? f.help : f.help + also + ")";
+}
+
 Flags with(Flags a, const Flags& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -30,7 +38,8 @@ Flags sampling_flags() {
           {"temperature", "X", "sampling temperature, 0..100 (default 0: greedy)"},
           {"top-k", "K", "sample from the K most likely tokens (default 0: all)"},
           {"top-p", "P", "nucleus sampling threshold, above 0 and at most 1 (default 1)"},
-          {"json", "", "print one JSON object: tokens, text, timings"}};
+          {"json", "", "print one JSON object: tokens, text, timings"},
+          {"no-perf", "", "do not print the timings to stderr at the end (as llama.cpp's --no-perf)"}};
 }
 
 // The longer flag lists, one function per command, so that the table below
@@ -40,7 +49,8 @@ Flags info_flags() {
   return {{"model", "M", "the GGUF model file", "-m"},
           {"json", "", "one JSON object instead of a table"},
           {"device", "D", "cpu|cuda|auto: report where this --device would really run (default cpu)"},
-          {"recipe", "R", "report this recipe (default f32-portable-v1; docs/recipe.md)"}};
+          {"recipe", "R", "report this recipe (default f32-portable-v1; docs/recipe.md)"},
+          offload_refusal()};
 }
 
 Flags tokenize_flags() {
@@ -243,8 +253,11 @@ void print_command_help(std::FILE* out, const Command& command) {
     std::string s = f.alias.empty() ? "--" + f.name : f.alias + ", --" + f.name;
     return f.value.empty() ? s : s + " " + f.value;
   };
-  for (const Flag& f : command.flags) width = std::max(width, spelling(f).size());
-  for (const Flag& f : command.flags) std::fprintf(out, "  %-*s  %s\n", int(width), spelling(f).c_str(), f.help.c_str());
+  Flags taken;  // a refused flag is not listed: the parser says why when one is given
+  std::copy_if(command.flags.begin(), command.flags.end(), std::back_inserter(taken),
+               [](const Flag& f) { return f.refused.empty(); });
+  for (const Flag& f : taken) width = std::max(width, spelling(f).size());
+  for (const Flag& f : taken) std::fprintf(out, "  %-*s  %s\n", int(width), spelling(f).c_str(), help_line(f).c_str());
 }
 
 }  // namespace kvg::cli

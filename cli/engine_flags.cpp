@@ -19,16 +19,25 @@ int default_threads() {
   return int(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, unsigned(kMaxThreads)));
 }
 
+Flag offload_refusal() {
+  // llama.cpp splits a model's layers between GPU and CPU; a kvg session runs
+  // every layer where --device says, so no count of layers means anything
+  // here, and what a user wants from -ngl 99 is --device cuda.
+  return {"n-gpu-layers", "N", "", "-ngl", {"--gpu-layers", "-ngld", "--n-gpu-layers-draft"},
+          "is llama.cpp's layer offload; kvg runs the whole model on one device: use --device cuda (or cpu)"};
+}
+
 Flags engine_flags(Flags more) {
   Flags flags = {
       {"model", "M", "the GGUF model file", "-m"},
       {"threads", "N", "worker threads, 1.." + std::to_string(kMaxThreads) + " (default: this machine's cores, " +
                            std::to_string(default_threads()) + "; the bits do not change)", "-t"},
       {"isa", "I", "scalar|avx2|avx512|auto: the CPU kernels (default: the best; the bits do not change)"},
-      {"max-context", "N", "positions the KV cache holds (default: the model's context length)"},
+      {"max-context", "N", "positions the KV cache holds (default: the model's context length)", "-c", {"--ctx-size"}},
       {"max-kv-memory", "BYTES", "refuse a context whose KV cache needs more bytes (default: unbounded)"},
       {"device", "D", "cpu|cuda|auto: where the forward pass runs (default cpu; the bits do not change)"},
       {"recipe", "R", "the arithmetic, e.g. f32-portable-v1 (default) or q8-portable-v1 (docs/recipe.md)"},
+      offload_refusal(),
   };
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;

@@ -17,9 +17,12 @@ namespace kvg::cli {
 inline constexpr int kMaxThreads = 256;
 int default_threads();
 
-// --model, --threads, --isa, --max-context, --device, --recipe: the flags of
-// every command that runs the model, followed by `more`.
+// --model, --threads, --isa, --max-context (-c, llama.cpp's --ctx-size),
+// --device, --recipe: the flags of every command that runs the model,
+// followed by `more`. llama.cpp's -ngl is among them, refused with the reason.
 Flags engine_flags(Flags more);
+// -ngl, --n-gpu-layers and their like, refused: "use --device".
+Flag offload_refusal();
 
 // The options the flags name. --recipe is one name, or — where the command
 // runs once per recipe and passes `recipes` — a comma-separated list, which

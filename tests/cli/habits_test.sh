@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The `kvg` command as llama.cpp's users expect it (docs/cli.md): --version,
-# the short flags -m -p -n -t -r, "did you mean" for a misspelt flag or
-# command, --threads defaulting to the cores, bench repeated with mean ±
-# standard deviation, --json always one JSON document, and the sampling
-# values SQL refuses refused here too (engine/request_limits.hpp).
+# the short flags -m -p -n -t -r, -c and --ctx-size for --max-context,
+# -ngl refused with the flag to use instead, "did you mean" for a misspelt
+# flag or command, generate's timings on stderr, --threads defaulting to the
+# cores, bench repeated with mean ± standard deviation, --json always one
+# JSON document, and the sampling values SQL refuses refused here too
+# (engine/request_limits.hpp).
 # Usage: habits_test.sh KVG DATA_DIR REPO. Exits 77 (ctest: skipped) when the
 # models are missing, or 1 under CI=true.
 set -u
@@ -51,6 +53,48 @@ check "tokenize, capture and chat take -m and -p" bash -c "
   [ \"\$('$kvg' tokenize -m '$model' -p 'Once upon a time')\" = '403 407 261 378' ] &&
   '$kvg' capture -m '$model' -p 'Once' --out '$tmp/a.kvga' >/dev/null 2>&1 &&
   '$kvg' chat -m '$model' -p Hi -n 2 --json | json_doc"
+
+# -c N and --ctx-size N (llama.cpp's) are --max-context N: the same
+# generation cut at 8 positions, the same refusal of a prompt beyond 4.
+ctx() { "$kvg" generate -m "$model" -p 'Once upon a time' -n 20 "$@" 2>/dev/null; }
+check "-c 8, --ctx-size 8 and --ctx-size=8 generate what --max-context 8 does, cut short by it" bash -c '
+  [ "$1" = ", there was a" ] && [ "$1" = "$2" ] && [ "$1" = "$3" ] && [ "$1" = "$4" ] && [ "$1" != "$5" ]' _ \
+  "$(ctx --max-context 8)" "$(ctx -c 8)" "$(ctx --ctx-size 8)" "$(ctx --ctx-size=8)" "$(ctx)"
+for spelling in "--max-context 4" "-c 4" "--ctx-size 4"; do
+  check "$spelling refuses a prompt of 7 tokens the same way" bash -c "
+    '$kvg' generate -m '$model' -p 'Once upon a time there was' -n 2 $spelling 2>'$tmp/e'; [ \$? = 2 ] &&
+    grep -qx 'kvg generate: out of range: prompt of 7 tokens exceeds the context length 4' '$tmp/e'"
+done
+check "generate --help lists -c with --ctx-size" bash -c "'$kvg' generate --help | grep -qE '^  -c, --max-context N .*\(also --ctx-size\)$'"
+
+# llama.cpp's layer offload (-ngl and its spellings) is refused, exit 2, naming --device.
+for c in "generate -m $model -p Once -ngl 99" "generate -m $model -p Once --n-gpu-layers 99" \
+         "bench -m $model --gpu-layers=99" "chat -m $model -p Hi -ngld 1" "info -m $model -ngl 99"; do
+  spelling=$(grep -oE -- ' -(ngl|ngld|-n-gpu-layers|-gpu-layers)' <<<"$c")
+  check "kvg ${c%% *}:$spelling is refused, naming --device" bash -c "
+    '$kvg' $c 2>'$tmp/e' >/dev/null; [ \$? = 2 ] &&
+    grep -qx \"kvg ${c%% *}: invalid argument:$spelling is llama.cpp's layer offload; kvg runs the whole model on one device: use --device cuda (or cpu)\" '$tmp/e'"
+done
+check "--help does not list -ngl, nor suggests it" bash -c "
+  ! '$kvg' generate --help | grep -q gpu && '$kvg' generate -m x -ng 9 2>&1 | grep -q 'unknown flag -ng; did you mean -n?'"
+
+# generate's timings, as llama.cpp's, on stderr; stdout is the text, byte for
+# byte what it was before the timings (the text is that of kvg 1.0.0 without them).
+"$kvg" generate -m "$model" -p Once -n 16 -t 1 >"$tmp/text" 2>"$tmp/timings"
+num='[0-9]+\.[0-9]{2}'
+check "generate's stdout is the text alone, as before the timings" bash -c "
+  printf ' upon a time, there was a little girl named Lily. She lo\n' | cmp - '$tmp/text'"
+check "generate prints prompt eval, eval and total time to stderr" bash -c "
+  [ \$(wc -l <'$tmp/timings') = 3 ] &&
+  grep -qxE 'kvg: prompt eval time = +$num ms / +2 tokens \( +$num ms per token, +$num tokens per second\)' '$tmp/timings' &&
+  grep -qxE 'kvg:        eval time = +$num ms / +15 runs   \( +$num ms per token, +$num tokens per second\)' '$tmp/timings' &&
+  grep -qxE 'kvg:       total time = +$num ms / +17 tokens' '$tmp/timings'"
+check "--no-perf: no timings, the same text" bash -c "
+  '$kvg' generate -m '$model' -p Once -n 16 -t 1 --no-perf >'$tmp/quiet' 2>'$tmp/quiet.err' &&
+  cmp '$tmp/text' '$tmp/quiet' && [ ! -s '$tmp/quiet.err' ]"
+check "generate --json and chat print the timings to stderr too, stdout unchanged" bash -c "
+  '$kvg' generate -m '$model' -p Once -n 4 --json 2>'$tmp/j.err' | json_doc && grep -q '^kvg:       total time' '$tmp/j.err' &&
+  '$kvg' chat -m '$model' -p Hi -n 4 2>'$tmp/c.err' >/dev/null && grep -q '^kvg: prompt eval time' '$tmp/c.err'"
 
 # --threads defaults to the cores (within 1..256), and the bits do not depend on it.
 cores=$(getconf _NPROCESSORS_ONLN)
