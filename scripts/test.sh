@@ -107,10 +107,18 @@ echo "== Debian packages (tests/deb/deb_test.sh: build, lintian, install, a prel
 # second time inside the package build.
 KVG_BUILD_DIR="$repo/build-emu" bash "$repo/tests/deb/deb_test.sh" 2>&1 | tee "$log/deb" | grep -v '^ok '
 deb_status=${PIPESTATUS[0]}
-p=$(grep -c '^ok ' "$log/deb")
+# It skips its install and purge where apt had installed a kvg package whose
+# .deb is not at hand to put back (its reason is printed above): a skip, or
+# under CI=true, where only GPU tests may skip, a failure.
+s=$(grep -c '^ok [0-9]* # SKIP' "$log/deb")
+p=$(($(grep -c '^ok ' "$log/deb") - s))
 f=$(grep -c '^not ok ' "$log/deb")
 [ "$deb_status" != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
-record deb "$p" "$f" 0
+if [ "$s" -gt 0 ] && [ "$ci" = true ]; then
+  f=$((f + s)) s=0
+fi
+record deb "$p" "$f" "$s"
+[ "$s" -gt 0 ] && why+=("$s in deb: apt had installed a kvg package it could not put back after a purge")
 
 echo
 echo "== Totals"

@@ -9,7 +9,11 @@
 #     the library, and the packaged kvg command generates the same text as
 #     the packaged extension;
 #  5. the packages are purged, the cluster removed, and any kvg files that
-#     `make install` had put where the package installs are put back.
+#     `make install` had put where the package installs are put back;
+#     kvg packages apt had installed before the test (a user's) are purged
+#     before step 4 and reinstalled, the same versions, after step 5. Where
+#     no .deb of such a package is at hand (apt's cache, apt-get download),
+#     steps 4 and 5 are skipped rather than lose it.
 # Steps 4 and 5 write PostgreSQL's system directories, which every checkout
 # on the machine shares, so they run holding KVG_PG_LOCK (default
 # /tmp/kvg-pg.lock), unless a caller already holds it for us.
@@ -29,6 +33,10 @@ n=0 failures=0
 check() {  # check EXIT-STATUS DESCRIPTION
   n=$((n + 1))
   if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failures=$((failures + 1)); fi
+}
+skip() {  # skip REASON: a TAP skip (scripts/test.sh counts it as skipped)
+  n=$((n + 1))
+  echo "ok $n # SKIP $1"
 }
 finish() {
   echo "1..$n"
@@ -90,6 +98,60 @@ if ! holds_lock; then
   flock "$lock_fd"
 fi
 
+# The kvg packages apt had installed before this test: the test installs its
+# own fresh, so they are purged first and reinstalled, the same versions, at
+# the end. That needs each one's .deb: a copy from apt's cache, else from
+# `apt-get download`. Without it the purge would lose the package for good,
+# so the install and purge are skipped instead.
+prior_dir=$(mktemp -d /tmp/kvg-deb-prior.XXXXXX)
+chmod 755 "$prior_dir"  # apt reads the .deb files as its own user
+prior_pkgs=() prior_versions=() prior_debs=()
+installed_version() {  # installed_version PKG: its version where dpkg lists it installed, else nothing
+  dpkg-query -W -f='${Status}|${Version}' "$1" 2>/dev/null | sed -n 's/^[a-z]* ok installed|//p'
+}
+prior_deb() {  # prior_deb PKG VERSION: prints a .deb of that version, copied into $prior_dir
+  local cached
+  cached=$(ls /var/cache/apt/archives/"$1_${2//:/%3a}"_*.deb 2>/dev/null | head -1)
+  if [ -n "$cached" ]; then
+    cp "$cached" "$prior_dir/" || return 1  # a copy: apt may clean its cache meanwhile
+  else
+    (cd "$prior_dir" && apt-get download -q "$1=$2" >/dev/null 2>&1) || return 1
+  fi
+  ls "$prior_dir/$1"_*.deb 2>/dev/null | head -1 | grep .
+}
+lost=""
+for pkg in postgresql-15-kvg kvgraft-cli; do
+  v=$(installed_version "$pkg")
+  [ -n "$v" ] || continue
+  if deb=$(prior_deb "$pkg" "$v"); then
+    prior_pkgs+=("$pkg") prior_versions+=("$v") prior_debs+=("$deb")
+  else
+    lost+=" $pkg $v"
+  fi
+done
+if [ -n "$lost" ]; then
+  echo "# apt had installed$lost here, and no .deb of it is at hand (not in /var/cache/apt/archives; apt-get download failed):"
+  echo "# the purge would lose it, so the install, use and purge are skipped (purge it yourself, or put its .deb in apt's cache)"
+  skip "apt install, use and purge: they would lose the installed$lost"
+  rm -rf "$prior_dir"
+  finish
+fi
+prior_list() {  # "postgresql-15-kvg 1.0.0-1, kvgraft-cli 1.0.0-1"
+  local i out=""
+  for i in "${!prior_pkgs[@]}"; do out+="${out:+, }${prior_pkgs[$i]} ${prior_versions[$i]}"; done
+  echo "$out"
+}
+reinstall_prior() {  # the packages apt had installed before, the same versions
+  [ ${#prior_debs[@]} -gt 0 ] || return 0
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends \
+    "${prior_debs[@]}" >>"$apt_log" 2>&1 || return 1
+  local i
+  for i in "${!prior_pkgs[@]}"; do
+    [ "$(installed_version "${prior_pkgs[$i]}")" = "${prior_versions[$i]}" ] || return 1
+  done
+}
+prior_back=false  # whether reinstall_prior ran, so that cleanup does not purge what it put back
+
 pkglib=$(pg_config --pkglibdir)
 share=$(pg_config --sharedir)/extension
 # What `make install` of some checkout left where the package installs: put
@@ -111,13 +173,24 @@ restore() {
   local f
   while IFS= read -r -d '' f; do $sudo cp -p "$saved/$f" "/$f"; done < <(cd "$saved" && find . -type f -printf '%P\0')
 }
-cleanup() {  # on any exit: nothing of this test stays behind
+cleanup() {  # on any exit: nothing of this test stays behind, and what apt had installed before is back
   as_postgres "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
-  dpkg-query -W -f='${Status}\n' postgresql-15-kvg kvgraft-cli 2>/dev/null | grep -q ' installed' && purge
+  if ! $prior_back; then
+    dpkg-query -W -f='${Status}\n' postgresql-15-kvg kvgraft-cli 2>/dev/null | grep -q ' installed' && purge
+    if ! reinstall_prior; then
+      echo "# could not reinstall $(prior_list) (see $apt_log); their .deb files stay in $prior_dir"
+      prior_dir="" apt_log=""  # kept, to install by hand
+    fi
+  fi
   restore
-  $sudo rm -rf "$dir" "$saved" "$apt_log"
+  $sudo rm -rf "$dir" "$saved" ${apt_log:+"$apt_log"} ${prior_dir:+"$prior_dir"}
 }
 trap cleanup EXIT
+
+if [ ${#prior_debs[@]} -gt 0 ]; then
+  purge
+  check $? "apt purges the kvg packages it had installed before ($(prior_list)), to reinstall them at the end"
+fi
 
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends \
   "$ext_deb" "$cli_deb" >>"$apt_log" 2>&1
@@ -167,6 +240,10 @@ purge
 ! dpkg-query -W -f='${Status}\n' postgresql-15-kvg kvgraft-cli 2>/dev/null | grep -q ' installed' &&
   [ ! -e /usr/bin/kvg ] && [ ! -e "$pkglib/kvg.so" ]
 check $? "apt purges both packages: /usr/bin/kvg and kvg.so are gone"
+if [ ${#prior_debs[@]} -gt 0 ]; then
+  reinstall_prior && prior_back=true  # else cleanup tries again, and keeps the .deb files if that fails too
+  check $? "apt reinstalls the kvg packages it had installed before ($(prior_list))"
+fi
 restore
 gone=0
 while IFS= read -r -d '' f; do
