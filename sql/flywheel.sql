@@ -109,9 +109,19 @@ SELECT d.answer, d.mode, d.verified, d.knowledge_id = :lily AS lily,
        d.tokens_decoded <= 8 AS within_budget
 FROM kvg_answer_detail('What colour was Lily''s ball?', 8) d, knowledge k WHERE k.id = :lily;
 -- Any spelling of the question is the same entry, the same prompt, the same bytes.
-SELECT kvg_answer('What colour was Lily''s ball?', 8) AS first_answer \gset
-SELECT kvg_answer(' what colour was lily''s   ball ', 8) = :'first_answer' AS same_answer,
-       kvg_answer('What colour was Lily''s ball?', 8) = :'first_answer' AS same_again;
+SELECT answer AS first_answer FROM kvg_answer_detail('What colour was Lily''s ball?', 8) \gset
+SELECT (SELECT answer FROM kvg_answer_detail(' what colour was lily''s   ball ', 8)) = :'first_answer' AS same_answer,
+       (SELECT answer FROM kvg_answer_detail('What colour was Lily''s ball?', 8)) = :'first_answer' AS same_again;
+-- That answer fails the entry's verifier (verified = f above): the scalar
+-- kvg_answer says so, with NULL and a WARNING (DETAIL: which entry, which
+-- audit row), or with an error when asked to.
+\set VERBOSITY terse
+SELECT kvg_answer('What colour was Lily''s ball?', 8) IS NULL AS rejected_is_null;
+SET kvg.on_rejected_answer = error;
+SELECT kvg_answer('What colour was Lily''s ball?', 8);
+\echo :LAST_ERROR_SQLSTATE
+RESET kvg.on_rejected_answer;
+\set VERBOSITY default
 -- A budget of one token decodes one token.
 SELECT mode, tokens_decoded FROM kvg_answer_detail('What colour was Lily''s ball?', 1);
 
@@ -190,7 +200,7 @@ ORDER BY n;
 SET search_path = kvg, public;
 SET kvg.device = 'cpu';
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', false) IS NOT NULL AS model_set;
-SELECT kvg_answer('What colour was Lily''s ball?', 8) = :'first_answer' AS same_in_new_session;
+SELECT answer = :'first_answer' AS same_in_new_session FROM kvg_answer_detail('What colour was Lily''s ball?', 8);
 
 
 -- Accounting: answers by mode, and what grafting cost and avoided. (Times vary;
@@ -241,7 +251,8 @@ SELECT jsonb_array_length(kvg_manifest(:seq_start + 1, :seq_start + 3)->'entries
 -- (Where it stops varies, so the error's context is not shown.)
 SET statement_timeout = '50ms';
 \set SHOW_CONTEXT never
-SELECT count(kvg_answer('What colour was Lily''s ball?', 256)) FROM generate_series(1, 10000);
+SELECT count((SELECT answer FROM kvg_answer_detail('What colour was Lily''s ball?', 256 + 0 * g)))
+FROM generate_series(1, 10000) g;
 \set SHOW_CONTEXT errors
 RESET statement_timeout;
 DROP SCHEMA regress_verifiers CASCADE;

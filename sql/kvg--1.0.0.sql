@@ -1363,9 +1363,10 @@ COMMENT ON FUNCTION public.kvg_answer_detail(text, integer) IS
   'as context) or cold; one line of answer, with how it was made.';
 
 CREATE FUNCTION public.kvg_answer(question text, max_tokens integer DEFAULT 32) RETURNS text
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
-AS $$ SELECT d.answer FROM public.kvg_answer_detail(question, max_tokens) d $$;
-COMMENT ON FUNCTION public.kvg_answer(text, integer) IS 'The answer of kvg_answer_detail.';
+AS 'MODULE_PATHNAME', 'kvg_answer' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_answer(text, integer) IS
+  'The answer of kvg_answer_detail, or NULL with a WARNING when the entry''s verifier rejects it '
+  '(an error, 22V05, under kvg.on_rejected_answer = error).';
 
 -- Accounting over the audit rows the caller may see (security_invoker: the
 -- audit's row-level security applies): per routing mode (and 'all'), what

@@ -4,7 +4,7 @@
 -- one question at once keep one entry, and another session answers a
 -- recurring question with the same bytes.
 BEGIN;
-SELECT plan(29);
+SELECT plan(35);
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
@@ -55,8 +55,9 @@ SELECT dblink_disconnect('a'), dblink_disconnect('b') \g /dev/null
 
 CREATE ROLE tap_learner IN ROLE kvg_author;  -- deposits into the shared library need kvg_author
 SET ROLE tap_learner;
-SELECT is(public.kvg_answer('What colour was Mia''s hat?', 8), :'other_session_answer',
-          'a recurring answer is the same bytes in another session and for another role');
+SELECT is(answer, :'other_session_answer',
+          'a recurring answer is the same bytes in another session and for another role')
+FROM public.kvg_answer_detail('What colour was Mia''s hat?', 8);
 SELECT is(mode, 'recurring', 'kvg_user asks the library') FROM public.kvg_answer_detail('What colour was Mia''s hat?', 8);
 SELECT is(public.kvg_learn('What colour was Mia''s hat?', 'contains', :'story', 'green'), :mia::bigint,
           'learning the same entry again returns its id');
@@ -123,6 +124,29 @@ SELECT ok(bool_and(output_sha256 = encode(sha256(convert_to(output_text, 'UTF8')
           'each answer row holds its output and its hash')
 FROM kvg.readable_audit WHERE role = 'tap_learner' AND operation = 'answer';
 SELECT is((public.kvg_audit_verify()).ok, true, 'the chain verifies');
+
+-- kvg_answer never hides a rejection: Mia's entry wants "green", and the
+-- small model's answer does not say it (kvg_answer_detail: verified = false).
+SET ROLE tap_learner;
+SELECT is(verified, false, 'the small model''s answer to Mia''s question fails its verifier')
+FROM public.kvg_answer_detail('What colour was Mia''s hat?', 8);
+SELECT count(*) AS rejected_rows FROM kvg.readable_audit WHERE verified = false \gset
+SELECT is(public.kvg_answer('What colour was Mia''s hat?', 8), NULL,
+          'kvg_answer returns NULL for an answer its verifier rejects (with a WARNING)');
+SET kvg.on_rejected_answer = error;
+SELECT throws_ok($$SELECT public.kvg_answer('What colour was Mia''s hat?', 8)$$, '22V05',
+                 'the entry''s verifier rejects the answer to this recurring question',
+                 'or raises 22V05 under kvg.on_rejected_answer = error');
+RESET kvg.on_rejected_answer;
+SELECT is((SELECT count(*) FROM kvg.readable_audit WHERE verified = false), :rejected_rows::bigint + 2,
+          'both calls are audited, with verified = false');
+-- An answer its verifier accepts is returned as it is, and so is a cold one.
+SELECT public.kvg_learn('Where did Pip go?', 'regex:^', 'Pip went to the sea. Pip swam in the sea.', 'sea') \g /dev/null
+SELECT is(public.kvg_answer('Where did Pip go?', 8), (SELECT answer FROM public.kvg_answer_detail('Where did Pip go?', 8)),
+          'a verified answer is returned');
+SELECT is(public.kvg_answer('A frog sat on a log', 4), (SELECT answer FROM public.kvg_answer_detail('A frog sat on a log', 4)),
+          'a cold answer (no verifier) is returned');
+RESET ROLE;
 
 -- Another model: the entry's artifact does not graft (it is that model's KV),
 -- so its prompt is computed once and stored for this model, then grafted.

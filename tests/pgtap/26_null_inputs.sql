@@ -9,7 +9,8 @@ SELECT plan(26);
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';
 
-SELECT kvg_learn('Lily had a', 'contains', 'Lily had a red ball. Lily played with the red ball.', 'red') \g /dev/null
+-- A verifier that accepts any answer: a rejected one would be NULL too (docs/sql.md).
+SELECT kvg_learn('Lily had a', 'regex:^', 'Lily had a red ball. Lily played with the red ball.', 'red') \g /dev/null
 
 CREATE TEMP TABLE tickets (id integer, question text);
 INSERT INTO tickets VALUES (1, 'Lily had a'), (2, NULL), (3, ''), (4, E'  \t\n '), (5, 'Tom went to the');

@@ -1,4 +1,5 @@
-// kvg_answer_detail (kvg_answer is its answer column, in SQL): route the
+// kvg_answer_detail and kvg_answer (its answer, or NULL when the verifier
+// rejects it): route the
 // question (knowledge_route.hpp), build its prompt from the template, graft
 // the longest stored chain that begins it, decode one line of answer, check a
 // recurring answer with its entry's verifier, store what a transfer or a
@@ -14,6 +15,7 @@
 #include "extension/src/calls/generation_run.hpp"
 #include "extension/src/knowledge/knowledge_route.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/pg/sql_raise.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/knowledge/knowledge_settings.hpp"
 #include "extension/src/model/model_settings.hpp"
@@ -48,24 +50,22 @@ SegmentedPrompt lay_out_fitting(const Model& model, const KnowledgeTemplate& tmp
   }
 }
 
-}  // namespace
+// What one answer call made: the answer, whether its entry's verifier
+// accepted it (nullopt: no verifier applies, a transfer or cold answer), and
+// kvg_answer_detail's row.
+struct Answered {
+  std::string answer;
+  std::optional<bool> verified;
+  std::optional<int64_t> knowledge_id;
+  std::optional<int64_t> audit_id;
+  std::vector<ResultValue> row;
+};
 
-// kvg_answer_detail(question text, max_tokens int default 32) returns
-// table(answer, mode, verified, knowledge_id, artifact, tokens_grafted,
-// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id). On a
-// hot standby audit_id is the row's id on the primary, and NULL only when
-// kvg.allow_unaudited let an answer go without one.
+// Answers `question` (checked, non-blank) and audits the call.
 // decode_ms is everything after the graft: the prefill of what was not
-// grafted and the decoding. A NULL or blank question, or a NULL max_tokens,
-// gives no row (docs/sql.md).
-KVG_SQL_FUNCTION(kvg_answer_detail) {
-  if (arg_is_blank(fcinfo, 0) || arg_is_null(fcinfo, 1)) {
-    return_rows(fcinfo, {});
-    return Datum(0);
-  }
-  const int32 max_tokens = PG_GETARG_INT32(1);
+// grafted and the decoding.
+Answered answer_question(FunctionCallInfo fcinfo, int32 max_tokens) {
   check_max_tokens(max_tokens);
-
   EngineCall call;
   const std::string question = prompt_text_arg(fcinfo, 0, *call.model, "question");
   KnowledgeLibrary library(call.spi);
@@ -94,21 +94,22 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   // The line as the model produced it (audited byte for byte) and as text
   // (what is checked and returned): docs/output-bytes.md.
   const std::string raw_answer = line.answer();
-  const std::string answer = output_text(raw_answer);
+  Answered made;
+  made.answer = output_text(raw_answer);
+  made.knowledge_id = route.knowledge_id();
   // The entries' links are the library's to pay for, laid out by the
   // server's template; the question's, the asker's (docs/security.md,
   // promise 7). A user's own template makes them all the asker's.
   const bool library_pays = prompt.ends.size() >= 2 && settings::knowledge_template_is_the_servers();
   run.store_links(call, library_pays ? prompt.ends[prompt.ends.size() - 2] : 0);
 
-  std::optional<bool> verified;
   if (route.mode == Route::Mode::Recurring) {
     const KnowledgeEntry& entry = route.entries.front();
     const Verdict verdict = check(call.spi, StoredVerifier{entry.verifier, entry.verifier_pin, entry.verifier_frozen},
-                                  entry.question, answer, entry.answer);
+                                  entry.question, made.answer, entry.answer);
     // A verifier that may not run fails closed: the answer is unverified, and why is said.
     if (verdict.refusal) warning("knowledge entry " + std::to_string(entry.id) + ": " + *verdict.refusal);
-    verified = verdict.passed;
+    made.verified = verdict.passed;
   }
 
   const int64_t grafted_used = grafted_tokens_used(grafted, n);
@@ -116,20 +117,63 @@ KVG_SQL_FUNCTION(kvg_answer_detail) {
   audit.input_sha256 = text_sha256(question);
   audit.set_output(raw_answer);
   audit.mode = route.mode_name();
-  audit.knowledge_id = route.knowledge_id();
-  audit.verified = verified;
+  audit.knowledge_id = made.knowledge_id;
+  audit.verified = made.verified;
   audit_generation(audit, call, grafted, prompt.tokens, options, r);
   // The prompt was laid out from this template (and the model's chat format).
   audit.template_sha256 = text_sha256(settings::knowledge_template());
-  const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
+  made.audit_id = audit_append(call.spi, audit);
 
-  return_rows(fcinfo, {{text_result(answer), text_result(route.mode_name()),
-                        verified ? ResultValue(BoolGetDatum(*verified)) : std::nullopt,
-                        route.knowledge_id() ? ResultValue(Int64GetDatum(*route.knowledge_id())) : std::nullopt,
-                        optional_text(grafted.leaf ? std::optional<std::string>(to_hex(*grafted.leaf)) : std::nullopt),
-                        Int32GetDatum(int32(grafted_used)), Int32GetDatum(int32(n - grafted_used)),
-                        Int32GetDatum(int32(r.tokens.size())), Float8GetDatum(double(grafted.micros) / 1000),
-                        Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000),
-                        audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt}});
+  made.row = {text_result(made.answer), text_result(route.mode_name()),
+              made.verified ? ResultValue(BoolGetDatum(*made.verified)) : std::nullopt,
+              made.knowledge_id ? ResultValue(Int64GetDatum(*made.knowledge_id)) : std::nullopt,
+              optional_text(grafted.leaf ? std::optional<std::string>(to_hex(*grafted.leaf)) : std::nullopt),
+              Int32GetDatum(int32(grafted_used)), Int32GetDatum(int32(n - grafted_used)),
+              Int32GetDatum(int32(r.tokens.size())), Float8GetDatum(double(grafted.micros) / 1000),
+              Float8GetDatum(double(*audit.prefill_us + *audit.decode_us) / 1000),
+              made.audit_id ? ResultValue(Int64GetDatum(*made.audit_id)) : std::nullopt};
+  return made;
+}
+
+// Which entry rejected the answer, and the call's audit row (which holds the
+// rejected answer): in the DETAIL, so the message itself is the same every time.
+std::string rejection_detail(const Answered& made) {
+  return "knowledge entry " + std::to_string(*made.knowledge_id) +
+         (made.audit_id ? ", audit row " + std::to_string(*made.audit_id) : ", not audited");
+}
+
+}  // namespace
+
+// kvg_answer_detail(question text, max_tokens int default 32) returns
+// table(answer, mode, verified, knowledge_id, artifact, tokens_grafted,
+// tokens_prefilled, tokens_decoded, graft_ms, decode_ms, audit_id). On a
+// hot standby audit_id is the row's id on the primary, and NULL only when
+// kvg.allow_unaudited let an answer go without one. A NULL or blank
+// question, or a NULL max_tokens, gives no row (docs/sql.md).
+KVG_SQL_FUNCTION(kvg_answer_detail) {
+  if (arg_is_blank(fcinfo, 0) || arg_is_null(fcinfo, 1)) {
+    return_rows(fcinfo, {});
+    return Datum(0);
+  }
+  return_rows(fcinfo, {answer_question(fcinfo, PG_GETARG_INT32(1)).row});
   return Datum(0);
+}
+
+// kvg_answer(question text, max_tokens int default 32) returns text: the
+// answer, unless the entry's verifier rejects it. Then NULL with a WARNING,
+// or an error (22V05) under kvg.on_rejected_answer = error: a scalar result
+// has no column to say "unverified" in, and a caller who reads only it must
+// not take a rejected answer for a verified one. A transfer or cold answer
+// has no verifier and is returned (kvg_answer_detail's mode says which).
+KVG_SQL_FUNCTION(kvg_answer) {
+  if (arg_is_blank(fcinfo, 0) || arg_is_null(fcinfo, 1)) PG_RETURN_NULL();
+  const Answered made = answer_question(fcinfo, PG_GETARG_INT32(1));
+  if (made.verified.value_or(true)) return text_result(made.answer);
+  const std::string hint = "kvg_answer_detail returns the rejected answer with verified = false.";
+  if (settings::on_rejected_answer() == settings::RejectedAnswer::Error)
+    raise_sqlstate("22V05", "the entry's verifier rejects the answer to this recurring question", hint,
+                   rejection_detail(made));
+  warning("kvg_answer returns NULL: the entry's verifier rejects the answer to this recurring question", hint,
+          rejection_detail(made));
+  PG_RETURN_NULL();
 }

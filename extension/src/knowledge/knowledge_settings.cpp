@@ -38,6 +38,13 @@ char* template_value = nullptr;
 int max_solution_tokens_value = 1024;
 double transfer_min_similarity_value = 0.5;
 int transfer_max_entries_value = 2;
+int on_rejected_answer_value = int(RejectedAnswer::Null);
+
+const struct config_enum_entry rejected_answer_options[] = {
+    {"null", int(RejectedAnswer::Null), false},
+    {"error", int(RejectedAnswer::Error), false},
+    {nullptr, 0, false},
+};
 
 std::optional<std::string> template_problem(const char* text) {
   KnowledgeTemplate::parse(text);  // throws what is wrong with it
@@ -61,6 +68,14 @@ void define_knowledge() {
                            &transfer_min_similarity_value, 0.5, 0.0, 1.0, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.transfer_max_entries", "Most entries put before a question in transfer mode.", nullptr,
                           &transfer_max_entries_value, 2, 1, 16, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  // Any user: it decides only how the caller's own kvg_answer reports a
+  // rejection; the audit row is written either way.
+  DefineCustomEnumVariable("kvg.on_rejected_answer",
+                           "What kvg_answer returns when the entry's verifier rejects the answer: null (with a "
+                           "WARNING) or error (22V05).",
+                           "kvg_answer_detail always returns the row, with verified = false.",
+                           &on_rejected_answer_value, int(RejectedAnswer::Null), rejected_answer_options, PGC_USERSET,
+                           0, nullptr, nullptr, nullptr);
 }
 
 const char* knowledge_template() { return template_value ? template_value : kDefaultTemplate; }
@@ -74,5 +89,6 @@ bool knowledge_template_is_the_servers() {
 int max_solution_tokens() { return max_solution_tokens_value; }
 double transfer_min_similarity() { return transfer_min_similarity_value; }
 int transfer_max_entries() { return transfer_max_entries_value; }
+RejectedAnswer on_rejected_answer() { return RejectedAnswer(on_rejected_answer_value); }
 
 }  // namespace kvg::pg::settings

@@ -19,5 +19,9 @@ bool knowledge_template_is_the_servers();
 int max_solution_tokens();
 double transfer_min_similarity();
 int transfer_max_entries();
+// kvg.on_rejected_answer: what the scalar kvg_answer does with an answer its
+// entry's verifier rejects.
+enum class RejectedAnswer { Null, Error };
+RejectedAnswer on_rejected_answer();
 
 }  // namespace kvg::pg::settings

@@ -133,9 +133,10 @@ void notice(const std::string& message, const std::string& detail) {
   });
 }
 
-void warning(const std::string& message, const std::string& hint) {
+void warning(const std::string& message, const std::string& hint, const std::string& detail) {
   call([&] {
-    ereport(WARNING, (errmsg_internal("%s", message.c_str()), hint.empty() ? 0 : errhint("%s", hint.c_str())));
+    ereport(WARNING, (errmsg_internal("%s", message.c_str()), hint.empty() ? 0 : errhint("%s", hint.c_str()),
+                      detail.empty() ? 0 : errdetail_internal("%s", detail.c_str())));
   });
 }
 

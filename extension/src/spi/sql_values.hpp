@@ -59,7 +59,8 @@ Datum composite_result(FunctionCallInfoBaseData* fcinfo, const std::vector<Resul
 
 // A NOTICE to the client (does not interrupt the call).
 void notice(const std::string& message, const std::string& detail = {});
-// A WARNING to the client, with an optional hint (does not interrupt the call).
-void warning(const std::string& message, const std::string& hint = {});
+// A WARNING to the client, with an optional hint and detail (does not
+// interrupt the call).
+void warning(const std::string& message, const std::string& hint = {}, const std::string& detail = {});
 
 }  // namespace kvg::pg
