@@ -32,6 +32,9 @@
 #      and without kvg.min_free_disk, and gets the space back as
 #      docs/operations.md says. Needs root or sudo to mount: without, it
 #      skips (77), which CI=true counts as a failure.
+#  10. quickstart: tests/quickstart/quickstart_test.sh pastes the README's
+#      quickstart into a throwaway cluster (ALTER SYSTEM, pg_reload_conf()
+#      and a call at once) and checks each documented result.
 # The server reads the test models and fixtures itself, so KVG_TEST_DATA and
 # KVG_FIXTURES point at copies the server's user owns (pg-env.sh: $pg_files).
 # Prints each step's counts and a totals line; with KVG_COUNTS=FILE it also
@@ -223,27 +226,31 @@ count engine_worker "$p" "$f" 0
 echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"
 if bash tests/crash/crash_test.sh; then count crash 1 0 0; else count crash 0 1 0; fi
 
+# own_cluster_test SUITE SCRIPT: a test that runs its own throwaway cluster
+# and prints TAP lines; exit 77 is a skip (CI=true counts it as a failure).
+own_cluster_test() {
+  local suite=$1 script=$2 status p f
+  bash "$script" >"$log/$suite" 2>&1
+  status=$?
+  grep -v '^ok ' "$log/$suite"
+  if [ $status = 77 ]; then
+    case "${CI:-}" in true | 1) count "$suite" 0 1 0 ;; *) count "$suite" 0 0 1 ;; esac
+    return
+  fi
+  p=$(grep -c '^ok ' "$log/$suite")
+  f=$(grep -c '^not ok ' "$log/$suite")
+  [ $status != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
+  count "$suite" "$p" "$f" 0
+}
+
 echo "== worker slots (tests/concurrency/worker_slots_test.sh: a parallel-query flood, its own throwaway cluster)"
-bash tests/concurrency/worker_slots_test.sh >"$log/worker_slots" 2>&1
-status=$?
-grep -v '^ok ' "$log/worker_slots"
-p=$(grep -c '^ok ' "$log/worker_slots")
-f=$(grep -c '^not ok ' "$log/worker_slots")
-[ $status != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
-count worker_slots "$p" "$f" 0
+own_cluster_test worker_slots tests/concurrency/worker_slots_test.sh
+
+echo "== quickstart (tests/quickstart/quickstart_test.sh: the README's blocks as pasted, its own throwaway cluster)"
+own_cluster_test quickstart tests/quickstart/quickstart_test.sh
 
 echo "== disk full (tests/disk_full/disk_full_test.sh: a 48 MB tmpfs, its own throwaway cluster)"
-bash tests/disk_full/disk_full_test.sh >"$log/disk_full" 2>&1
-status=$?
-grep -v '^ok ' "$log/disk_full"
-if [ $status = 77 ]; then
-  case "${CI:-}" in true | 1) count disk_full 0 1 0 ;; *) count disk_full 0 0 1 ;; esac
-else
-  p=$(grep -c '^ok ' "$log/disk_full")
-  f=$(grep -c '^not ok ' "$log/disk_full")
-  [ $status != 0 ] && [ "$f" = 0 ] && f=1  # it stopped before its checks
-  count disk_full "$p" "$f" 0
-fi
+own_cluster_test disk_full tests/disk_full/disk_full_test.sh
 
 echo "PostgreSQL tests: ${totals[0]} passed, ${totals[1]} failed, ${totals[2]} skipped"
 if [ ${#failed[@]} -gt 0 ]; then

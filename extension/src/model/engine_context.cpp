@@ -36,7 +36,7 @@ std::shared_ptr<const Model> load_model(const std::string& path, const FileIdent
 }  // namespace
 
 std::shared_ptr<const Model> current_model() {
-  const std::string path = settings::model_path();
+  const std::string path = settings::model_path_after_reload();
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument,
                 "kvg.model is not set: a superuser must set it to the path of a GGUF model file "

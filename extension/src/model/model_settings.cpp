@@ -46,6 +46,7 @@
 #include "common/error.hpp"
 
 #include "engine/request_limits.hpp"
+#include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/pg/postgres.hpp"
 
 namespace kvg::pg::settings {
@@ -132,6 +133,19 @@ void define_model() {
 }
 
 const char* model_path() { return model_value ? model_value : ""; }
+
+// pg_reload_conf() only signals the postmaster, which re-reads the files and
+// then signals every backend; a client that sends its next statement at once
+// (the quickstart's ALTER SYSTEM ...; SELECT pg_reload_conf(); then a call)
+// usually reaches it before that signal does. Reading the files here is what
+// the main loop does before the next statement (PostgreSQL's own VACUUM does
+// it inside a transaction too). ConfigReloadPending is left as it is: when
+// the signal comes, the main loop reads the files again, which changes
+// nothing.
+const char* model_path_after_reload() {
+  if (!model_value || !*model_value) kvg::pg::call([] { ProcessConfigFile(PGC_SIGHUP); });
+  return model_path();
+}
 int64_t max_kv_bytes() { return int64_t(max_kv_memory_kb_value) * 1024; }
 size_t gpu_staging_bytes() { return size_t(gpu_staging_kb_value) * 1024; }
 int threads() {

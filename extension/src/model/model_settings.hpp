@@ -18,6 +18,9 @@ namespace kvg::pg::settings {
 void define_model();
 
 const char* model_path();  // "" when unset
+// model_path(), after reading the configuration files when it is unset: a
+// reload just asked for (pg_reload_conf()) may not have reached this backend.
+const char* model_path_after_reload();
 int64_t max_kv_bytes();    // kvg.max_kv_memory in bytes; 0: unbounded
 // kvg.gpu_staging_memory in bytes: all the pinned staging of one backend.
 size_t gpu_staging_bytes();
