@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Checks a kvg manifest (SELECT kvg_manifest(...)) without kvg or a database.
 
-    kvg-manifest-check.py MANIFEST.json [--answers KEY.json] [--expect-head HASH]
+    kvg-manifest-check.py MANIFEST [--answers KEY.json] [--expect-head HASH]
+
+MANIFEST is either one JSON document (kvg_manifest()) or JSON Lines
+(kvg_manifest_lines(): a header line, then one line per audit row), which is
+read one row at a time: a chain of any length is checked in constant memory.
 
 For every audit row in the manifest it recomputes
 
@@ -104,11 +108,20 @@ def contains(candidate, reference):
     return ref != "" and f" {ref} " in f" {words(candidate)} "
 
 
-def check(manifest):
-    """Problems found, as (id, message) pairs."""
-    problems = []
-    previous = None
-    for position, entry in enumerate(manifest["entries"]):
+class ChainCheck:
+    """The checks above, fed one row at a time in chain order."""
+
+    def __init__(self, key=None):
+        self.problems = []  # (id, message)
+        self.previous = None
+        self.rows = 0
+        self.outputs = 0
+        self.positional = 0
+        self.by_hash = {sha256_text(q): a for q, a in key.items()} if key is not None else None
+        self.scores = {}  # {mode: [right, total]} over 'answer' rows whose question is in the key
+
+    def feed(self, entry):
+        problems, previous = self.problems, self.previous
         rid = entry.get("id")
         encoding = entry.get("row_encoding")
         seq = entry.get("seq")
@@ -127,28 +140,51 @@ def check(manifest):
             problems.append((rid, problem))
         # A positional composition is never exact (docs/composition.md): a row
         # that says so and claims its KV is the engine's own is inconsistent.
-        if entry.get("mode") == "positional" and entry.get("kv_proven") is not False:
-            problems.append((rid, "a positional composition (not exact) must have kv_proven = false"))
-        previous = entry
-    head = manifest.get("head")
-    if previous is not None and head and head.get("last_id") == previous.get("id") \
-            and head.get("last_hash") != previous.get("row_hash"):
-        problems.append((previous.get("id"), "the chain head does not name the last row"))
-    return problems
+        if entry.get("mode") == "positional":
+            self.positional += 1
+            if entry.get("kv_proven") is not False:
+                problems.append((rid, "a positional composition (not exact) must have kv_proven = false"))
+        self.rows += 1
+        self.outputs += entry.get("output_text") is not None
+        self.rescore(entry)
+        # Only what the next row's checks need is kept.
+        self.previous = {"id": rid, "seq": seq, "row_hash": entry.get("row_hash")}
 
-
-def rescore(manifest, key):
-    """{mode: [right, total]} over 'answer' rows whose question is in the key."""
-    by_hash = {sha256_text(question): answer for question, answer in key.items()}
-    scores = {}
-    for entry in manifest["entries"]:
-        if entry.get("operation") != "answer" or entry.get("input_sha256") not in by_hash:
-            continue
-        right = contains(entry.get("output_text") or "", by_hash[entry["input_sha256"]])
-        score = scores.setdefault(entry.get("mode"), [0, 0])
+    def rescore(self, entry):
+        if self.by_hash is None or entry.get("operation") != "answer" or entry.get("input_sha256") not in self.by_hash:
+            return
+        right = contains(entry.get("output_text") or "", self.by_hash[entry["input_sha256"]])
+        score = self.scores.setdefault(entry.get("mode"), [0, 0])
         score[0] += right
         score[1] += 1
-    return scores
+
+    def finish(self, head, expect_head):
+        last = self.previous
+        if last is not None and head and head.get("last_id") == last.get("id") \
+                and head.get("last_hash") != last.get("row_hash"):
+            self.problems.append((last.get("id"), "the chain head does not name the last row"))
+        if expect_head is not None and (last is None or last.get("row_hash") != expect_head.lower()):
+            self.problems.append((last.get("id") if last else None,
+                                  f"the chain ends on {last.get('row_hash') if last else 'no row'}, not on the "
+                                  f"expected head {expect_head}"))
+
+
+def read_manifest(f, check):
+    """Feeds every row of the manifest file to check; returns the manifest's head (or None)."""
+    first = f.readline()
+    try:
+        header = json.loads(first)
+    except ValueError:
+        header = {}  # the first line of a document spread over lines
+    if isinstance(header, dict) and header.get("format") == "kvg-manifest-lines-v1":
+        for line in f:
+            if line.strip():
+                check.feed(json.loads(line))
+        return header.get("head")
+    manifest = json.loads(first + f.read())  # one JSON document
+    for entry in manifest.get("entries", []):
+        check.feed(entry)
+    return manifest.get("head")
 
 
 def main():
@@ -159,40 +195,35 @@ def main():
                         help="the row_hash the chain must end on: a head recorded outside the database")
     args = parser.parse_args()
     try:
-        with open(args.manifest, encoding="utf-8") as f:
-            manifest = json.load(f)
         key = None
         if args.answers:
             with open(args.answers, encoding="utf-8") as f:
                 key = json.load(f)
+        check = ChainCheck(key)
+        with open(args.manifest, encoding="utf-8") as f:
+            head = read_manifest(f, check)
     except (OSError, ValueError) as e:
         print(f"cannot read: {e}", file=sys.stderr)
         return 2
 
-    problems = check(manifest)
-    entries = manifest.get("entries", [])
-    last = entries[-1] if entries else None
-    if args.expect_head is not None and (last is None or last.get("row_hash") != args.expect_head.lower()):
-        problems.append((last.get("id") if last else None,
-                         f"the chain ends on {last.get('row_hash') if last else 'no row'}, not on the expected head "
-                         f"{args.expect_head}"))
-    for rid, message in problems:
+    check.finish(head, args.expect_head)
+    for rid, message in check.problems:
         print(f"audit row {rid}: {message}", file=sys.stderr)
-    outputs = sum(1 for e in entries if e.get("output_text") is not None)
-    if problems:
-        print(f"manifest REJECTED: {len(problems)} problem(s) in {len(entries)} rows")
+    if check.problems:
+        print(f"manifest REJECTED: {len(check.problems)} problem(s) in {check.rows} rows")
     else:
-        print(f"manifest ok: {len(entries)} rows, every row hash and chain link holds, {outputs} outputs re-hashed")
-        if last is not None:
+        print(f"manifest ok: {check.rows} rows, every row hash and chain link holds, {check.outputs} outputs "
+              f"re-hashed")
+        if check.previous is not None:
             # What to record outside the database, and compare with next time.
-            print(f"ends at seq {last.get('seq')}: head {last.get('row_hash')}")
-    positional = sum(1 for e in entries if e.get("mode") == "positional")
-    if positional:
-        print(f"{positional} row(s) NOT exact: positional compositions (mode 'positional', docs/composition.md)")
+            print(f"ends at seq {check.previous.get('seq')}: head {check.previous.get('row_hash')}")
+    if check.positional:
+        print(f"{check.positional} row(s) NOT exact: positional compositions (mode 'positional', "
+              f"docs/composition.md)")
     if key is not None:
-        for mode, (right, total) in sorted(rescore(manifest, key).items(), key=lambda kv: str(kv[0])):
+        for mode, (right, total) in sorted(check.scores.items(), key=lambda kv: str(kv[0])):
             print(f"re-scored {mode}: {right}/{total} right")
-    return 1 if problems else 0
+    return 1 if check.problems else 0
 
 
 if __name__ == "__main__":

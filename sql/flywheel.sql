@@ -227,6 +227,11 @@ SELECT '/tmp/kvg-regress-' || pg_backend_pid() AS tmp \gset
 \pset format unaligned
 \o :tmp.manifest.json
 SELECT kvg_manifest(:seq_start + 1);
+\o :tmp.manifest.jsonl
+SELECT kvg_manifest_lines(:seq_start + 1);
+\o :tmp.tampered.jsonl
+SELECT CASE WHEN n = 3 THEN replace(l, '"tokens_in": ', '"tokens_in": 1') ELSE l END
+FROM kvg_manifest_lines(:seq_start + 1) WITH ORDINALITY AS m(l, n);
 \o :tmp.key.json
 SELECT jsonb_object_agg(question, answer) FROM knowledge;
 -- One byte of one answer text changed (a valid manifest otherwise).
@@ -240,7 +245,11 @@ FROM (SELECT m, regexp_instr(m, '[a-z]', strpos(m, '"output_text": "') + 16) AS 
 \! python3 scripts/kvg-manifest-check.py "$KVG_TMP.manifest.json" --answers "$KVG_TMP.key.json" >"$KVG_TMP.out"; s=$?; sed -E 's/seq [0-9]+: head [0-9a-f]{64}/seq N: head H/' "$KVG_TMP.out"; echo "exit status $s"
 \! python3 scripts/kvg-manifest-check.py "$KVG_TMP.tampered.json" 2>&1 | sed -E 's/audit row [0-9]+/audit row N/'
 \! python3 scripts/kvg-manifest-check.py "$KVG_TMP.tampered.json" >/dev/null 2>&1; echo "exit status $?"
-\! rm -f "$KVG_TMP".*.json "$KVG_TMP".out
+-- The same rows as JSON Lines (kvg_manifest_lines), checked one line at a
+-- time: the same verdict, and one changed field in the second row is caught.
+\! python3 scripts/kvg-manifest-check.py "$KVG_TMP.manifest.jsonl" --answers "$KVG_TMP.key.json" | cmp - "$KVG_TMP.out" && echo "JSON Lines: the same verdict"
+\! python3 scripts/kvg-manifest-check.py "$KVG_TMP.tampered.jsonl" 2>&1 | sed -E 's/audit row [0-9]+/audit row N/'
+\! rm -f "$KVG_TMP".*.json "$KVG_TMP".*.jsonl "$KVG_TMP".out
 SELECT jsonb_array_length(m->'entries') = (SELECT count(*) FROM audit WHERE id > :audit_start) AS every_row,
        m->'entries'->0->>'row_encoding' AS encoding
 FROM kvg_manifest(:seq_start + 1) AS m;

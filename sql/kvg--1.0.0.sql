@@ -26,7 +26,8 @@
 -- code with the rights of the schema owner (extension/src/roles/owner_rights.hpp),
 -- so no role needs INSERT on them and no SECURITY DEFINER function is needed.
 -- SQL-language functions pin search_path so that a caller's search_path
--- cannot redirect them (docs/security.md).
+-- cannot redirect them (docs/security.md), or have an SQL-standard body
+-- (RETURN), which is parsed here, where only pg_catalog and kvg are searched.
 
 \echo Use "CREATE EXTENSION kvg" to load this file. \quit
 
@@ -489,12 +490,14 @@ CREATE TABLE kvg.audit_head (
 
 -- One field of the canonical encoding: "-" for NULL, otherwise the UTF-8
 -- byte length, ":", and the value; each field ends with a newline.
+-- Both are SQL-standard bodies (RETURN), parsed here, where only pg_catalog
+-- and kvg are searched, and with no SET clause, so that a verification
+-- inlines them: as functions called per field, re-planned for every row,
+-- they made kvg_audit_verify cost 500 us a row (85 s for 190,000 rows).
 CREATE FUNCTION kvg.audit_field(value text) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT CASE WHEN value IS NULL THEN '-'
-              ELSE octet_length(convert_to(value, 'UTF8'))::text || ':' || value END || E'\n'
-$$;
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE WHEN value IS NULL THEN '-'
+            ELSE octet_length(convert_to(value, 'UTF8'))::text || ':' || value END || E'\n';
 COMMENT ON FUNCTION kvg.audit_field(text) IS 'One field of the audit row encoding: "-" or length:value, and a newline.';
 
 -- row_hash of an audit row: SHA-256 of the encoding's name and the fields in
@@ -502,9 +505,8 @@ COMMENT ON FUNCTION kvg.audit_field(text) IS 'One field of the audit row encodin
 -- scripts/kvg-manifest-check.py recomputes it offline). temperature and
 -- top_p as numeric text: the same digits whatever extra_float_digits is.
 CREATE FUNCTION kvg.audit_row_hash(a kvg.audit) RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
-AS $$
-  SELECT encode(sha256(convert_to(
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN encode(sha256(convert_to(
            a.row_encoding || E'\n'
            || kvg.audit_field(a.id::text)
            || kvg.audit_field(a.seq::text)
@@ -540,8 +542,7 @@ AS $$
            || kvg.audit_field(a.template_sha256)
            || kvg.audit_field(a.artifact_chain)
            || kvg.audit_field(a.prev_hash),
-         'UTF8')), 'hex')
-$$;
+         'UTF8')), 'hex');
 COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit row (docs/audit-chain.md).';
 
 -- Inserts one row and links it as the chain's next; returns its id. The
@@ -627,19 +628,30 @@ COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, t
 -- The first chain position that does not verify, its row's id and why; no
 -- row when the whole chain verifies. A row fails when its seq is not its
 -- position, its row_hash is not the hash of its fields, or its prev_hash is
--- not the previous row's row_hash (64 zeros for the first). If every row
+-- not the previous row's row_hash (64 zeros for the first).
+-- From a checkpoint (after_seq > 0): only the rows after it are read, the
+-- first of them must link to after_hash, and the row at after_seq must still
+-- carry that row_hash; what lies before it was verified when the checkpoint
+-- was taken (and a full verification, after_seq = 0, reads it all again). If every row
 -- verifies but the head disagrees with the last row, the tail was cut or
 -- extended outside the writer: the answer is then the head's last row when
 -- rows are missing after it, the first row after it when rows were added, or
 -- the first row when the head is missing.
-CREATE FUNCTION kvg.audit_first_bad(OUT seq bigint, OUT id bigint, OUT reason text) RETURNS SETOF record
+CREATE FUNCTION kvg.audit_first_bad(after_seq bigint DEFAULT 0, after_hash text DEFAULT repeat('0', 64),
+                                     OUT seq bigint, OUT id bigint, OUT reason text) RETURNS SETOF record
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp ROWS 1
 AS $$
   WITH chain AS (
     SELECT a.id, a.seq, a.prev_hash, a.row_hash, kvg.audit_row_hash(a) AS recomputed,
-           lag(a.row_hash, 1, repeat('0', 64)) OVER (ORDER BY a.seq) AS expected_prev,
-           row_number() OVER (ORDER BY a.seq) AS position
+           lag(a.row_hash, 1, audit_first_bad.after_hash) OVER (ORDER BY a.seq) AS expected_prev,
+           row_number() OVER (ORDER BY a.seq) + audit_first_bad.after_seq AS position
     FROM kvg.audit a
+    WHERE a.seq > audit_first_bad.after_seq
+  ), checkpoint AS (
+    SELECT audit_first_bad.after_seq AS seq, a.id,
+           'the checkpoint''s row is gone or no longer carries the row_hash recorded for it' AS reason
+    FROM (SELECT 1) one LEFT JOIN kvg.audit a ON a.seq = audit_first_bad.after_seq
+    WHERE audit_first_bad.after_seq > 0 AND a.row_hash IS DISTINCT FROM audit_first_bad.after_hash
   ), bad AS (
     SELECT c.seq, c.id,
            CASE WHEN c.seq IS DISTINCT FROM c.position
@@ -678,11 +690,12 @@ AS $$
     FROM tail t
   )
   SELECT p.seq, p.id, p.reason
-  FROM (SELECT 1 AS k, b.seq, b.id, b.reason FROM bad b
+  FROM (SELECT 0 AS k, c.seq, c.id, c.reason FROM checkpoint c
+        UNION ALL SELECT 1, b.seq, b.id, b.reason FROM bad b
         UNION ALL SELECT 2, t.seq, t.id, t.reason FROM tail_row t WHERE t.reason IS NOT NULL) p
   ORDER BY p.k LIMIT 1
 $$;
-COMMENT ON FUNCTION kvg.audit_first_bad() IS
+COMMENT ON FUNCTION kvg.audit_first_bad(bigint, text) IS
   'Internal: the first audit chain position that does not verify (seq, id) and why; no row when it verifies.';
 
 -- Every caller verifies the whole chain, whatever rows it may read: the C
@@ -690,11 +703,15 @@ COMMENT ON FUNCTION kvg.audit_first_bad() IS
 -- every verify function (docs/sql.md): ok, the first bad thing, and why; a
 -- composite value rather than a set, so that (kvg_audit_verify()).ok can
 -- stand in an expression or a WHERE clause.
-CREATE FUNCTION public.kvg_audit_verify(OUT ok boolean, OUT first_bad bigint, OUT reason text) RETURNS record
+-- From a checkpoint (after_seq, after_hash: a row and its row_hash recorded
+-- where the caller trusts them, e.g. the head a manifest check printed), only
+-- the rows after it are read: O(new rows).
+CREATE FUNCTION public.kvg_audit_verify(after_seq bigint DEFAULT NULL, after_hash text DEFAULT NULL,
+                                        OUT ok boolean, OUT first_bad bigint, OUT reason text) RETURNS record
 AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION public.kvg_audit_verify() IS
-  'Verifies the whole hash-chained audit trail: ok, or the seq of the first row that does not verify (first_bad) '
-  'and why (reason).';
+COMMENT ON FUNCTION public.kvg_audit_verify(bigint, text) IS
+  'Verifies the hash-chained audit trail, whole or after a checkpoint (after_seq, after_hash): ok, or the seq of '
+  'the first row that does not verify (first_bad) and why (reason).';
 
 -- The audit writers at work: one row per database and lane whose writer runs.
 CREATE FUNCTION public.kvg_audit_writers(OUT database oid, OUT pid integer, OUT state text,
@@ -755,10 +772,66 @@ AS 'MODULE_PATHNAME', 'kvg_audit_columns' LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION kvg.audit_columns() IS
   'The audit row''s columns as the extension''s C++ writes them, in kvg.audit_insert''s order.';
 
--- Audit rows from_seq..to_seq (either bound open when NULL) with every field
--- of their row hash, the output among them, so that a third party can
--- re-check each hash, the links and the outputs, and re-score answers,
--- without kvg or the database (scripts/kvg-manifest-check.py).
+-- One audit row as a manifest entry: every field of its row hash, the output
+-- among them, so that a third party can re-check each hash, the links and
+-- the outputs, and re-score answers, without kvg or the database
+-- (scripts/kvg-manifest-check.py). An SQL-standard body: parsed once, when
+-- the extension is created, so no caller's search_path or objects reach it.
+CREATE FUNCTION kvg.manifest_entry(a kvg.audit) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN pg_catalog.jsonb_build_object(
+    'row_encoding', a.row_encoding,
+    'id', a.id,
+    'seq', a.seq,
+    'at', (extract(epoch FROM a.at) * 1000000)::bigint,
+    'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+    'role', a.role,
+    'operation', a.operation,
+    'model_fingerprint', a.model_fingerprint,
+    'recipe', a.recipe,
+    'input_sha256', a.input_sha256,
+    'artifact_sha256', a.artifact_sha256,
+    'output_sha256', a.output_sha256,
+    'logits_sha256', a.logits_sha256,
+    'tokens_in', a.tokens_in,
+    'tokens_out', a.tokens_out,
+    'tokens_grafted', a.tokens_grafted,
+    'mode', a.mode,
+    'knowledge_id', a.knowledge_id,
+    'verified', a.verified,
+    'output_text', a.output_text,
+    'graft_us', a.graft_us,
+    'prefill_us', a.prefill_us,
+    'decode_us', a.decode_us,
+    'kv_proven', a.kv_proven,
+    'output_bytes', encode(a.output_bytes, 'hex'),
+    'caller_xid', a.caller_xid::text,
+    'session_role', a.session_role,
+    'temperature', a.temperature::numeric::text,
+    'top_p', a.top_p::numeric::text,
+    'seed', a.seed,
+    'max_tokens', a.max_tokens,
+    'stop_reason', a.stop_reason,
+    'prompt_tokens_sha256', a.prompt_tokens_sha256,
+    'template_sha256', a.template_sha256,
+    'artifact_chain', a.artifact_chain,
+    'prev_hash', a.prev_hash,
+    'row_hash', a.row_hash);
+COMMENT ON FUNCTION kvg.manifest_entry(kvg.audit) IS
+  'One audit row as a manifest entry (kvg_manifest, kvg_manifest_lines).';
+
+-- The chain's head as manifests name it.
+CREATE FUNCTION kvg.manifest_head() RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
+  FROM kvg.audit_head h
+$$;
+COMMENT ON FUNCTION kvg.manifest_head() IS 'The audit chain''s head as a manifest names it.';
+
+-- Audit rows from_seq..to_seq (either bound open when NULL), as one JSON
+-- document: for a bounded range (a jsonb value holds at most 256 MB; a
+-- chain of 190,000 rows does not fit). kvg_manifest_lines streams any range.
 CREATE FUNCTION public.kvg_manifest(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL) RETURNS jsonb
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -766,53 +839,39 @@ AS $$
     'format', 'kvg-manifest-v2',
     'from_seq', kvg_manifest.from_seq,
     'to_seq', kvg_manifest.to_seq,
-    'head', (SELECT jsonb_build_object('last_id', h.last_id, 'last_seq', h.last_seq, 'last_hash', h.last_hash)
-             FROM kvg.audit_head h),
-    'entries', coalesce(jsonb_agg(jsonb_build_object(
-        'row_encoding', a.row_encoding,
-        'id', a.id,
-        'seq', a.seq,
-        'at', (extract(epoch FROM a.at) * 1000000)::bigint,
-        'at_utc', to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'role', a.role,
-        'operation', a.operation,
-        'model_fingerprint', a.model_fingerprint,
-        'recipe', a.recipe,
-        'input_sha256', a.input_sha256,
-        'artifact_sha256', a.artifact_sha256,
-        'output_sha256', a.output_sha256,
-        'logits_sha256', a.logits_sha256,
-        'tokens_in', a.tokens_in,
-        'tokens_out', a.tokens_out,
-        'tokens_grafted', a.tokens_grafted,
-        'mode', a.mode,
-        'knowledge_id', a.knowledge_id,
-        'verified', a.verified,
-        'output_text', a.output_text,
-        'graft_us', a.graft_us,
-        'prefill_us', a.prefill_us,
-        'decode_us', a.decode_us,
-        'kv_proven', a.kv_proven,
-        'output_bytes', encode(a.output_bytes, 'hex'),
-        'caller_xid', a.caller_xid::text,
-        'session_role', a.session_role,
-        'temperature', a.temperature::numeric::text,
-        'top_p', a.top_p::numeric::text,
-        'seed', a.seed,
-        'max_tokens', a.max_tokens,
-        'stop_reason', a.stop_reason,
-        'prompt_tokens_sha256', a.prompt_tokens_sha256,
-        'template_sha256', a.template_sha256,
-        'artifact_chain', a.artifact_chain,
-        'prev_hash', a.prev_hash,
-        'row_hash', a.row_hash) ORDER BY a.seq), '[]'::jsonb))
+    'head', kvg.manifest_head(),
+    'entries', coalesce(jsonb_agg(kvg.manifest_entry(a) ORDER BY a.seq), '[]'::jsonb))
   FROM kvg.audit a
   WHERE (kvg_manifest.from_seq IS NULL OR a.seq >= kvg_manifest.from_seq)
     AND (kvg_manifest.to_seq IS NULL OR a.seq <= kvg_manifest.to_seq)
 $$;
 COMMENT ON FUNCTION public.kvg_manifest(bigint, bigint) IS
   'Audit rows from_seq..to_seq with everything needed to re-check their hashes and outputs offline '
-  '(scripts/kvg-manifest-check.py).';
+  '(scripts/kvg-manifest-check.py), as one JSON document.';
+
+-- The same rows as JSON Lines: a header line (format, bounds, head), then
+-- one line per row in chain order. Rows go out as they are read (psql with
+-- FETCH_COUNT, COPY, a cursor): no value holds the whole manifest, so a
+-- chain of any length exports, and scripts/kvg-manifest-check.py reads it
+-- one line at a time.
+CREATE FUNCTION public.kvg_manifest_lines(from_seq bigint DEFAULT NULL, to_seq bigint DEFAULT NULL)
+RETURNS SETOF text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp ROWS 100000
+AS $$
+  SELECT l.line FROM (
+    SELECT 0 AS k, 0::bigint AS seq,
+           jsonb_build_object('format', 'kvg-manifest-lines-v1', 'from_seq', kvg_manifest_lines.from_seq,
+                              'to_seq', kvg_manifest_lines.to_seq, 'head', kvg.manifest_head())::text AS line
+    UNION ALL
+    SELECT 1, a.seq, kvg.manifest_entry(a)::text
+    FROM kvg.audit a
+    WHERE (kvg_manifest_lines.from_seq IS NULL OR a.seq >= kvg_manifest_lines.from_seq)
+      AND (kvg_manifest_lines.to_seq IS NULL OR a.seq <= kvg_manifest_lines.to_seq)
+  ) l
+  ORDER BY l.k, l.seq
+$$;
+COMMENT ON FUNCTION public.kvg_manifest_lines(bigint, bigint) IS
+  'kvg_manifest as JSON Lines: a header line, then one line per audit row; for chains of any length.';
 
 -- Artifact functions (no model needed except to verify an import) -----------------------
 
@@ -1701,7 +1760,7 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_solve(text, text, integer, integer),
   public.kvg_answer_detail(text, integer),
   public.kvg_answer(text, integer),
-  public.kvg_audit_verify(),
+  public.kvg_audit_verify(bigint, text),
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),
   kvg.artifact_cache_stats(),
@@ -1729,7 +1788,8 @@ GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.readable_artifacts
 GRANT SELECT ON kvg.engine_worker TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION kvg.readable_artifact_rows(), kvg.readable_audit_rows(), public.kvg_engine_worker()
   TO kvg_auditor;
-GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_audit_verify(),
+GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_manifest_lines(bigint, bigint),
+                          kvg.manifest_entry(kvg.audit), kvg.manifest_head(), public.kvg_audit_verify(bigint, text),
                           public.kvg_audit_writers(), public.kvg_export(text),
                           kvg.audit_row_hash(kvg.audit), kvg.audit_field(text), kvg.audit_columns() TO kvg_auditor;
 

@@ -1,6 +1,6 @@
 -- The objects CREATE EXTENSION kvg makes, and the constraints on them.
 BEGIN;
-SELECT plan(44);
+SELECT plan(45);
 
 SELECT has_schema('kvg');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'kvg'), false, 'kvg is not relocatable');
@@ -60,6 +60,7 @@ SELECT has_function('public', 'kvg_learn', ARRAY['text', 'text', 'text', 'text',
 SELECT function_returns('public', 'kvg_learn', ARRAY['text', 'text', 'text', 'text', 'bigint'], 'bigint');
 SELECT function_returns('public', 'kvg_answer', ARRAY['text', 'integer'], 'text');
 SELECT function_returns('public', 'kvg_manifest', ARRAY['bigint', 'bigint'], 'jsonb');
+SELECT function_returns('public', 'kvg_manifest_lines', ARRAY['bigint', 'bigint'], 'setof text');
 
 SELECT has_function('public', 'kvg_import', ARRAY['bytea', 'boolean']);
 SELECT function_returns('public', 'kvg_import', ARRAY['bytea', 'boolean'], 'text');
@@ -67,8 +68,8 @@ SELECT has_function('public', 'kvg_export', ARRAY['text']);
 SELECT function_returns('public', 'kvg_export', ARRAY['text'], 'bytea');
 SELECT has_function('public', 'kvg_artifact_verify', ARRAY['text']);
 SELECT function_returns('public', 'kvg_artifact_verify', ARRAY['text'], 'record');
-SELECT has_function('public', 'kvg_audit_verify', ARRAY[]::text[]);
-SELECT function_returns('public', 'kvg_audit_verify', ARRAY[]::text[], 'record');
+SELECT has_function('public', 'kvg_audit_verify', ARRAY['bigint', 'text']);
+SELECT function_returns('public', 'kvg_audit_verify', ARRAY['bigint', 'text'], 'record');
 
 SELECT has_trigger('kvg', 'audit', 'audit_append_only', 'kvg.audit is append-only');
 SELECT has_trigger('kvg', 'artifacts', 'artifacts_immutable', 'artifact rows are immutable');

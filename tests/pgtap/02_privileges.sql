@@ -15,12 +15,12 @@ SELECT is(array_agg(DISTINCT p.proname::text ORDER BY p.proname::text),
           ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_audit_writers', 'kvg_capture',
                 'kvg_chat', 'kvg_chat_prompt', 'kvg_engine_worker', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                 'kvg_graft_check', 'kvg_import', 'kvg_learn',
-                'kvg_manifest', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_tokenize', 'kvg_vacuum'],
+                'kvg_manifest', 'kvg_manifest_lines', 'kvg_model_info', 'kvg_orphans', 'kvg_solve', 'kvg_tokenize', 'kvg_vacuum'],
           'the kvg_* API is in schema public: callable unqualified right after CREATE EXTENSION')
 FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'kvg\_%';
 SELECT ok(bool_and(has_function_privilege('kvg_user', f, 'EXECUTE')), 'kvg_user can execute the SQL API')
 FROM unnest(ARRAY['public.kvg_import(bytea, boolean)', 'public.kvg_export(text)', 'public.kvg_artifact_verify(text)',
-                  'public.kvg_audit_verify()', 'public.kvg_learn(text, text, text, text, bigint)',
+                  'public.kvg_audit_verify(bigint, text)', 'public.kvg_learn(text, text, text, text, bigint)',
                   'public.kvg_solve(text, text, integer, integer)', 'public.kvg_answer(text, integer)',
                   'public.kvg_answer_detail(text, integer)',
                   'public.kvg_generate_bytes(text, integer, text, bigint, double precision)',
@@ -31,7 +31,8 @@ SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_orphans()', 'EXECUT
           AND NOT has_function_privilege('kvg_user', 'public.kvg_vacuum()', 'EXECUTE')
           AND NOT has_function_privilege('kvg_user', 'public.kvg_artifact_delete(text, boolean)', 'EXECUTE'),
           'kvg_user cannot list or remove orphaned large objects, nor delete artifacts (the owner''s job)');
-SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('kvg_user', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')
+          AND NOT has_function_privilege('kvg_user', 'public.kvg_manifest_lines(bigint, bigint)', 'EXECUTE'),
           'kvg_user cannot produce manifests (they hold every role''s rows)');
 SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, bigint)', 'EXECUTE')
           AND has_table_privilege('kvg_auditor', 'kvg.audit', 'SELECT'), 'kvg_auditor reads the audit and produces manifests');
@@ -59,9 +60,11 @@ SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit', 'INSERT, UPDATE, DELE
           'kvg_user cannot write kvg.audit');
 SELECT is(count(*), 0::bigint, 'no SECURITY DEFINER function')
 FROM pg_proc WHERE pronamespace = 'kvg'::regnamespace AND prosecdef;
-SELECT is(count(*), 0::bigint, 'every SQL/PLpgSQL function pins search_path')
+-- An SQL-standard body (RETURN, BEGIN ATOMIC) is parsed when it is created:
+-- no search_path reaches it later.
+SELECT is(count(*), 0::bigint, 'every SQL/PLpgSQL function pins search_path or has an SQL-standard body')
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-WHERE p.pronamespace = 'kvg'::regnamespace AND l.lanname <> 'c'
+WHERE p.pronamespace = 'kvg'::regnamespace AND l.lanname <> 'c' AND p.prosqlbody IS NULL
   AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false);
 
 CREATE ROLE tap_alice IN ROLE kvg_user;

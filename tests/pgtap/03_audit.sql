@@ -1,7 +1,7 @@
 -- The audit trail: append-only, and a hash chain that a third party can
 -- recompute from docs/audit-chain.md and that exposes any tampering.
 BEGIN;
-SELECT plan(26);
+SELECT plan(39);
 \ir fixtures.psql
 \ir audit_encoding.psql
 SELECT kvg_import(pg_temp.fixture('root'), verify => false) \g /dev/null  -- an artifact row to try to change
@@ -87,6 +87,46 @@ ROLLBACK TO tamper;
 DELETE FROM kvg.audit_head;
 SELECT is((public.kvg_audit_verify()).first_bad, (SELECT seq FROM kvg.audit ORDER BY seq LIMIT 1), 'a missing head is found');
 ROLLBACK TO tamper;
+
+-- From a checkpoint (the row of n = 3 and its row_hash, recorded earlier):
+-- only the rows after it are read.
+SELECT seq AS cp_seq, row_hash AS cp_hash FROM kvg.audit WHERE id = (SELECT id FROM ids WHERE n = 3) \gset
+SELECT is((public.kvg_audit_verify(:cp_seq, :'cp_hash')).ok, true, 'from a checkpoint, the rows after it verify');
+SELECT is((public.kvg_audit_verify(:cp_seq, upper(:'cp_hash'))).ok, true, '(its hash in either case)');
+UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 4);
+SELECT is((public.kvg_audit_verify(:cp_seq, :'cp_hash')).first_bad, (SELECT seq FROM ids WHERE n = 4),
+          'a changed row after the checkpoint is found');
+ROLLBACK TO tamper;
+UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 2);
+SELECT is((public.kvg_audit_verify(:cp_seq, :'cp_hash')).ok, true,
+          'a changed row before it is not read (it was verified when the checkpoint was taken) ...');
+SELECT is((public.kvg_audit_verify()).first_bad, (SELECT seq FROM ids WHERE n = 2),
+          '... and a full verification finds it');
+ROLLBACK TO tamper;
+UPDATE kvg.audit SET tokens_out = 35 WHERE id = (SELECT id FROM ids WHERE n = 3);
+UPDATE kvg.audit a SET row_hash = kvg.audit_row_hash(a) WHERE id = (SELECT id FROM ids WHERE n = 3);
+SELECT is(v.first_bad || ' ' || v.reason,
+          :cp_seq || ' the checkpoint''s row is gone or no longer carries the row_hash recorded for it',
+          'the checkpoint''s own row rewritten (its hash recomputed) is found')
+FROM public.kvg_audit_verify(:cp_seq, :'cp_hash') v;
+ROLLBACK TO tamper;
+SELECT is((public.kvg_audit_verify(:cp_seq, repeat('e', 64))).first_bad, :cp_seq::bigint,
+          'a checkpoint hash the chain never had is refused');
+SELECT is((public.kvg_audit_verify(h.last_seq, h.last_hash)).ok, true, 'the head itself is a checkpoint (no new rows)')
+FROM kvg.audit_head h;
+SELECT throws_ok(format('SELECT public.kvg_audit_verify(%s, NULL)', :cp_seq), '22023',
+                 'a checkpoint is a row and its row_hash: give both after_seq and after_hash, or neither',
+                 'a checkpoint needs both its seq and its hash');
+SELECT throws_ok($$SELECT public.kvg_audit_verify(3, 'abc')$$, '22023', NULL, 'and a hash that is one');
+
+-- The manifest as JSON Lines: a header, then the rows of kvg_manifest, one per line.
+SELECT is((SELECT l::jsonb - 'head' FROM public.kvg_manifest_lines(2, NULL) l LIMIT 1),
+          '{"format": "kvg-manifest-lines-v1", "from_seq": 2, "to_seq": null}'::jsonb, 'kvg_manifest_lines: a header line');
+SELECT is(ARRAY(SELECT l::jsonb FROM public.kvg_manifest_lines() l OFFSET 1),
+          ARRAY(SELECT jsonb_array_elements(public.kvg_manifest() -> 'entries')),
+          'then kvg_manifest''s entries, in chain order, one per line');
+SELECT is((SELECT l::jsonb -> 'head' FROM public.kvg_manifest_lines() l LIMIT 1), public.kvg_manifest() -> 'head',
+          'its header names the head');
 
 ALTER TABLE kvg.audit ENABLE TRIGGER audit_append_only;
 SELECT is((public.kvg_audit_verify()).ok, true, 'untouched, the chain verifies again');

@@ -13,6 +13,7 @@
 #include "extension/src/audit/unaudited_warning.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/pg/postgres.hpp"
+#include "storage/sha256.hpp"
 
 namespace kvg::pg {
 
@@ -85,14 +86,30 @@ void audit_preflight() {
 using namespace kvg;
 using namespace kvg::pg;
 
-// kvg_audit_verify(OUT ok, OUT first_bad, OUT reason), the shape of every
-// verify function (docs/sql.md): kvg.audit_first_bad() over every row, with
-// the owner's rights, whatever rows the caller may read; first_bad is the
-// seq of the first chain position that does not verify.
+// kvg_audit_verify(after_seq bigint, after_hash text, OUT ok, OUT first_bad,
+// OUT reason), the shape of every verify function (docs/sql.md):
+// kvg.audit_first_bad() with the owner's rights, whatever rows the caller may
+// read; first_bad is the seq of the first chain position that does not
+// verify. Both checkpoint arguments NULL: the whole chain; both given: the
+// rows after the checkpoint only.
 KVG_SQL_FUNCTION(kvg_audit_verify) {
+  SqlValue after_seq = "0", after_hash = std::string(64, '0');
+  if (!arg_is_null(fcinfo, 0) || !arg_is_null(fcinfo, 1)) {
+    if (arg_is_null(fcinfo, 0) || arg_is_null(fcinfo, 1))
+      throw Error(ErrorCode::InvalidArgument,
+                  "a checkpoint is a row and its row_hash: give both after_seq and after_hash, or neither");
+    const int64 seq = PG_GETARG_INT64(0);
+    const std::string hash = text_arg(fcinfo, 1);
+    if (seq < 1) throw Error(ErrorCode::InvalidArgument, "after_seq must be at least 1 (the chain begins at seq 1)");
+    const std::optional<Digest> digest = digest_from_hex(hash);
+    if (!digest)
+      throw Error(ErrorCode::InvalidArgument, "after_hash is not a 64-character hex SHA-256: " + hash.substr(0, 80));
+    after_seq = std::to_string(seq);
+    after_hash = to_hex(*digest);  // row hashes are stored in lower case
+  }
   Spi spi;
   OwnerRights owner;
-  const auto rows = spi.run("SELECT seq::text, reason FROM kvg.audit_first_bad()");
+  const auto rows = spi.run("SELECT seq::text, reason FROM kvg.audit_first_bad($1::bigint, $2)", {after_seq, after_hash});
   if (rows.empty()) return composite_result(fcinfo, {BoolGetDatum(true), std::nullopt, std::nullopt});
   const std::optional<std::string>& seq = rows.at(0).at(0);
   const std::optional<std::string>& reason = rows.at(0).at(1);
