@@ -488,6 +488,22 @@ CREATE TABLE kvg.audit_head (
   last_hash text NOT NULL
 );
 
+-- The knowledge templates answers were laid out from, by the SHA-256 their
+-- audit rows name (template_sha256): recorded with the row, in the audit
+-- writer's transaction, so an auditor rebuilds the prompt of any answer
+-- whatever kvg.knowledge_template says later (docs/audit-chain.md,
+-- "Reproducing a row"). Facts, like the rows that name them: never changed.
+CREATE TABLE kvg.knowledge_templates (
+  sha256     text PRIMARY KEY CHECK (sha256 = encode(sha256(convert_to(template, 'UTF8')), 'hex')),
+  template   text NOT NULL,
+  first_used timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE kvg.knowledge_templates IS
+  'Every knowledge template an audited answer was laid out from, by its SHA-256 (kvg.audit.template_sha256).';
+CREATE TRIGGER knowledge_templates_immutable BEFORE UPDATE OR DELETE OR TRUNCATE ON kvg.knowledge_templates
+  FOR EACH STATEMENT EXECUTE FUNCTION kvg.refuse_change(
+    'Audit rows name these templates by their hash; they are kept as long as the rows.');
+
 -- One field of the canonical encoding: "-" for NULL, otherwise the UTF-8
 -- byte length, ":", and the value; each field ends with a newline.
 -- Both are SQL-standard bodies (RETURN), parsed here, where only pg_catalog
@@ -562,7 +578,8 @@ CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint te
                                  temperature double precision DEFAULT NULL, top_p double precision DEFAULT NULL,
                                  seed bigint DEFAULT NULL, max_tokens integer DEFAULT NULL,
                                  stop_reason text DEFAULT NULL, prompt_tokens_sha256 text DEFAULT NULL,
-                                 template_sha256 text DEFAULT NULL, artifact_chain text DEFAULT NULL)
+                                 template_sha256 text DEFAULT NULL, artifact_chain text DEFAULT NULL,
+                                 template_text text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
 AS $$
@@ -570,6 +587,15 @@ DECLARE
   r kvg.audit;
   head record;
 BEGIN
+  -- The template's text is not part of the row: kept beside it, by its hash.
+  IF audit_insert.template_text IS NOT NULL THEN
+    IF encode(sha256(convert_to(audit_insert.template_text, 'UTF8')), 'hex')
+       IS DISTINCT FROM audit_insert.template_sha256 THEN
+      RAISE EXCEPTION 'template_text is not the text of template_sha256' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO kvg.knowledge_templates (sha256, template)
+    VALUES (audit_insert.template_sha256, audit_insert.template_text) ON CONFLICT DO NOTHING;
+  END IF;
   LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
   SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h;
   -- No head: the first row ever, or a deleted head. Continuing after the
@@ -622,8 +648,10 @@ END
 $$;
 COMMENT ON FUNCTION kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text,
                                      bigint, boolean, text, bigint, bigint, bigint, boolean, bytea, xid8, name,
-                                     double precision, double precision, bigint, integer, text, text, text, text) IS
-  'Internal: inserts an audit row and links it into the chain (the audit writer''s transaction); returns its id.';
+                                     double precision, double precision, bigint, integer, text, text, text, text,
+                                     text) IS
+  'Internal: inserts an audit row and links it into the chain (the audit writer''s transaction), records its '
+  'knowledge template''s text; returns its id.';
 
 -- The first chain position that does not verify, its row's id and why; no
 -- row when the whole chain verifies. A row fails when its seq is not its
@@ -1706,6 +1734,7 @@ SELECT pg_catalog.pg_extension_config_dump('kvg.artifact_claims_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.audit_head', '');
+SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge_templates', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.knowledge_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('kvg.storage_charges', '');
@@ -1782,7 +1811,7 @@ TO kvg_user;
 -- an auditor can reproduce a row (kvg reproduce, docs/audit-chain.md).
 GRANT USAGE ON SCHEMA kvg TO kvg_auditor;
 GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.readable_artifacts, kvg.readable_audit, kvg.knowledge,
-                kvg.stats TO kvg_auditor;
+                kvg.stats, kvg.knowledge_templates TO kvg_auditor;
 -- The engine worker's figures, which sum every user's calls (a plain user
 -- sees them null: extension/src/workers/engine/engine_worker.cpp).
 GRANT SELECT ON kvg.engine_worker TO kvg_auditor;

@@ -38,7 +38,7 @@ SELECT ok(has_function_privilege('kvg_auditor', 'public.kvg_manifest(bigint, big
           AND has_table_privilege('kvg_auditor', 'kvg.audit', 'SELECT'), 'kvg_auditor reads the audit and produces manifests');
 SELECT ok(NOT has_table_privilege('kvg_user', 'kvg.audit_head', 'INSERT, UPDATE, DELETE'),
           'kvg_user cannot move the chain''s head');
-SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean, bytea, xid8, name, double precision, double precision, bigint, integer, text, text, text, text)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege('kvg_user', 'kvg.audit_insert(text, name, text, text, text, text, text, text, integer, integer, integer, text, bigint, boolean, text, bigint, bigint, bigint, boolean, bytea, xid8, name, double precision, double precision, bigint, integer, text, text, text, text, text)', 'EXECUTE'),
           'kvg_user cannot append audit rows itself');
 SELECT ok(has_table_privilege('kvg_user', 'kvg.knowledge', 'SELECT') AND has_table_privilege('kvg_user', 'kvg.stats', 'SELECT'),
           'kvg_user reads the library and its accounting');

@@ -4,7 +4,7 @@
 -- one question at once keep one entry, and another session answers a
 -- recurring question with the same bytes.
 BEGIN;
-SELECT plan(35);
+SELECT plan(40);
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
@@ -147,6 +147,24 @@ SELECT is(public.kvg_answer('Where did Pip go?', 8), (SELECT answer FROM public.
 SELECT is(public.kvg_answer('A frog sat on a log', 4), (SELECT answer FROM public.kvg_answer_detail('A frog sat on a log', 4)),
           'a cold answer (no verifier) is returned');
 RESET ROLE;
+
+-- Every answer's template is kept by the hash its row names, whatever the
+-- setting says later: an auditor rebuilds the prompt from it.
+SET kvg.knowledge_template = E'Fact: {solution}\nQ: {question}\nA:';
+SELECT audit_id AS templated FROM public.kvg_answer_detail('What colour was Mia''s hat?', 4) \gset
+RESET kvg.knowledge_template;
+SELECT is(t.template, E'Fact: {solution}\nQ: {question}\nA:', 'an answer''s template is recorded by the hash its row names')
+FROM kvg.audit a JOIN kvg.knowledge_templates t ON t.sha256 = a.template_sha256 WHERE a.id = :templated;
+SELECT is(count(*), 0::bigint, 'every answer row''s template is there')
+FROM kvg.audit a WHERE a.template_sha256 IS NOT NULL
+  AND NOT EXISTS (SELECT FROM kvg.knowledge_templates t WHERE t.sha256 = a.template_sha256);
+SELECT ok(has_table_privilege('kvg_auditor', 'kvg.knowledge_templates', 'SELECT')
+          AND NOT has_table_privilege('kvg_user', 'kvg.knowledge_templates', 'SELECT'),
+          'auditors read the templates; users do not (a user''s template may hold her text)');
+SELECT throws_ok($$UPDATE kvg.knowledge_templates SET template = 'x'$$, '42501', NULL, 'templates are never changed');
+SELECT throws_ok($$SELECT kvg.audit_insert('answer', 'postgres', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                            template_sha256 => repeat('0', 64), template_text => '{solution} {question}')$$,
+                 '22023', 'template_text is not the text of template_sha256', 'nor recorded under another''s hash');
 
 -- Another model: the entry's artifact does not graft (it is that model's KV),
 -- so its prompt is computed once and stored for this model, then grafted.

@@ -47,6 +47,9 @@ constexpr std::array<AuditColumn, kAuditColumnCount> kColumns{{
     {"prompt_tokens_sha256", "text"},
     {"template_sha256", "text"},
     {"artifact_chain", "text"},
+    // Not a column of the row: kvg.audit_insert keeps it in
+    // kvg.knowledge_templates, by template_sha256.
+    {"template_text", "text"},
 }};
 
 template <typename N>
@@ -87,7 +90,7 @@ std::vector<SqlValue> audit_row_values(const AuditRecord& r, const AuditCaller& 
       number(r.prefill_us),  number(r.decode_us), boolean(r.kv_proven), bytea_hex(r.output_bytes),
       c.xid,                 c.session_role,   real(r.temperature),   real(r.top_p),
       number(r.seed),        number(r.max_tokens), r.stop_reason,     r.prompt_tokens_sha256,
-      r.template_sha256,     r.artifact_chain};
+      r.template_sha256,     r.artifact_chain,     r.template_text};
   if (values.size() != kColumns.size())
     throw Error(ErrorCode::Internal, "audit_row_values does not give one value per audit column");
   return values;

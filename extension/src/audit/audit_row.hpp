@@ -51,6 +51,9 @@ struct AuditRecord {
   std::optional<std::string> prompt_tokens_sha256;
   std::optional<std::string> template_sha256;
   std::optional<std::string> artifact_chain;
+  // The template's text (template_sha256 is its hash), recorded beside the
+  // row in kvg.knowledge_templates rather than in it.
+  std::optional<std::string> template_text;
 
   // Sets output_text, output_bytes and output_sha256 (of the raw bytes) together
   // from what the model produced.
@@ -72,7 +75,7 @@ struct AuditColumn {
 };
 
 // kvg.audit_insert's parameters, in order.
-inline constexpr int kAuditColumnCount = 30;
+inline constexpr int kAuditColumnCount = 31;
 std::span<const AuditColumn> audit_columns();
 
 // The row's values as text, in audit_columns() order (bytea as '\x' hex).

@@ -121,7 +121,8 @@ Answered answer_question(FunctionCallInfo fcinfo, int32 max_tokens) {
   audit.verified = made.verified;
   audit_generation(audit, call, grafted, prompt.tokens, options, r);
   // The prompt was laid out from this template (and the model's chat format).
-  audit.template_sha256 = text_sha256(settings::knowledge_template());
+  audit.template_text = settings::knowledge_template();
+  audit.template_sha256 = text_sha256(*audit.template_text);
   made.audit_id = audit_append(call.spi, audit);
 
   made.row = {text_result(made.answer), text_result(route.mode_name()),
