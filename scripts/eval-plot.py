@@ -56,7 +56,6 @@ def main():
     axes[0].set_xticklabels([f"{n}\n{k or 'all'}" for n, k in groups], fontsize=8)
     axes[0].set_ylabel("accuracy, %")
     axes[0].set_ylim(0, 110)
-    axes[0].legend()
     names = [(n, None) for n, _ in runs]
     bars(axes[1], names, lambda g, p: part(g[0], None, p)["decode_tokens_mean"])
     axes[1].set_xticklabels([n for n, _ in names], fontsize=8)
@@ -64,9 +63,16 @@ def main():
     bars(axes[2], names, lambda g, p: part(g[0], None, p)["flops_mean"] / 1e6)
     axes[2].set_xticklabels([n for n, _ in names], fontsize=8)
     axes[2].set_ylabel("MFLOP per answer (an estimate)")
+    for ax in axes[1:]:
+        ax.margins(y=0.12)  # room for the value above the tallest bar
     fig.suptitle("kvg eval: cold vs recurring vs transfer")
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    # One legend for the three panels, under the figure (below the tick
+    # labels), never over a bar or its value; bbox_inches="tight" grows the
+    # image to hold it.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0), ncol=len(PHASES), frameon=False)
+    fig.savefig(args.out, dpi=110, bbox_inches="tight")
     print(f"wrote {args.out}")
 
 
