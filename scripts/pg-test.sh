@@ -157,15 +157,27 @@ tail -8 "$log/bench_store"
 # Here a server answers, so a skip (77) is a failure too.
 if [ $status = 0 ]; then count bench_store 1 0 0; else count bench_store 0 1 0; fi
 
+# summary_test SUITE LABEL SCRIPT ARG...: a test that ends with a line
+# "LABEL: P passed, F failed" (none: it stopped early, a failure).
+summary_test() {
+  local suite=$1 label=$2 p f
+  bash "${@:3}" >"$log/$suite" 2>&1
+  cat "$log/$suite"
+  if read -r p f < <(sed -n "s/^$label: \([0-9]*\) passed, \([0-9]*\) failed\$/\1 \2/p" "$log/$suite") &&
+    [ -n "$p" ]; then
+    count "$suite" "$p" "$f" 0
+  else
+    count "$suite" 0 1 0
+  fi
+}
+
 echo "== kvg reproduce (tests/cli/reproduce_test.sh: audit rows recomputed from their manifest entries)"
-bash tests/cli/reproduce_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" "$KVG_TEST_DATA/models/stories260K.gguf" \
-  >"$log/reproduce" 2>&1
-cat "$log/reproduce"
-if read -r p f < <(sed -n 's/^reproduce: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$log/reproduce") && [ -n "$p" ]; then
-  count reproduce "$p" "$f" 0
-else
-  count reproduce 0 1 0
-fi
+summary_test reproduce reproduce tests/cli/reproduce_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" \
+  "$KVG_TEST_DATA/models/stories260K.gguf"
+
+echo "== kvg audit export (tests/cli/audit_export_test.sh: a kvg_auditor exports a manifest with its artifacts and templates; every row reproduced or refused)"
+summary_test audit_export "audit export" tests/cli/audit_export_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" \
+  "$KVG_TEST_DATA/models/stories260K.gguf"
 echo "== kvg eval from SQL (scripts/eval.sql) vs the CLI on the same seed"
 if fresh_db kvg_eval kvg &&
   bash tests/cli/eval_sql_test.sh "$repo/${KVG_BUILD_DIR:-build}/cli/kvg" "$KVG_TEST_DATA" kvg_eval >"$log/eval_sql" 2>&1; then
