@@ -13,6 +13,7 @@
 #include "cli/eval/eval_generator.hpp"
 #include "cli/eval/eval_report.hpp"
 #include "common/error.hpp"
+#include "engine/knowledge_prompt.hpp"
 
 namespace kvg::cli {
 
@@ -59,9 +60,12 @@ int cmd_eval(const Args& args) {
   const int64_t entries = args.get_int("transfer-entries", 1);
   if (!(min_similarity > 0 && min_similarity <= 1)) throw Error(ErrorCode::InvalidArgument, "--min-similarity must be in (0, 1]");
   if (entries < 1 || entries > 16) throw Error(ErrorCode::InvalidArgument, "--transfer-entries must be 1..16");
-  EvalLibrary library(model, options,
-                      knowledge_template_for(*model, args.opt("template").value_or(kDefaultKnowledgeTemplate)),
-                      min_similarity, int(entries));
+  // No --template: the model's own (kvg.knowledge_template), else its chat
+  // format, else the default (knowledge_template_for's precedence).
+  const std::string setting = args.opt("template").value_or(kDefaultKnowledgeTemplate);
+  const KnowledgeTemplate tmpl = knowledge_template_for(*model, setting);
+  const KnowledgeTemplateSource from = knowledge_template_source(*model, setting);
+  EvalLibrary library(model, options, tmpl, min_similarity, int(entries));
   EvalPlan plan;
   plan.learn = args.get_int("learn", int64_t(items.size() / 2));
   plan.max_tokens = args.get_int("max-tokens", 96);
@@ -70,8 +74,15 @@ int cmd_eval(const Args& args) {
   if (plan.checks < 0) throw Error(ErrorCode::InvalidArgument, "--check must be >= 0");
   const bool json = args.has("json");
   const EvalOutcome outcome = run_eval(library, items, plan, json ? nullptr : stderr);
-  const EvalSummaryHeader header{args.get("model"), source, int64_t(items.size()), plan.learn,
-                                 int64_t(items.size()) - plan.learn};
+  const EvalSummaryHeader header{args.get("model"),
+                                 source,
+                                 int64_t(items.size()),
+                                 plan.learn,
+                                 int64_t(items.size()) - plan.learn,
+                                 tmpl.head + "{solution}" + tmpl.middle + "{question}" + tmpl.tail,
+                                 from == KnowledgeTemplateSource::Setting
+                                     ? std::string("flag")
+                                     : std::string(knowledge_template_source_name(from))};
   const std::string text = json ? eval_json(header, outcome) : eval_table(header, outcome);
   std::fwrite(text.data(), 1, text.size(), stdout);
   // A sampled grafted answer whose logits differ from recomputation is a broken graft: fail.

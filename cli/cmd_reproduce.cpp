@@ -124,8 +124,12 @@ int cmd_reproduce(const Args& args) {
   } else if (operation == "answer") {
     const std::string question = args.get("question");
     require_hash(question, field(row, "input_sha256"), "--question", "input_sha256");
-    const std::string setting = args.get("template");
-    require_hash(setting, field(row, "template_sha256"), "--template", "template_sha256");
+    // No --template: kvg.knowledge_template's default, which lays the prompt
+    // out as the model's own template says when its file carries one
+    // (knowledge_template_for); the row's template_sha256 is the setting's.
+    const std::string setting = args.opt("template").value_or(kDefaultKnowledgeTemplate);
+    require_hash(setting, field(row, "template_sha256"), args.has("template") ? "--template" : "--template (absent: the default knowledge template)",
+                 "template_sha256");
     std::vector<std::string> contexts;
     for (const char* flag : {"context", "context2"})
       if (args.has(flag)) contexts.push_back(args.get(flag));

@@ -98,7 +98,7 @@ Flags reproduce_flags() {
   return engine_flags({{"row", "FILE", "the row: one entry of kvg_manifest(), as JSON"},
                        {"text", "T", "generate rows: the prompt text (checked against input_sha256)"},
                        {"question", "Q", "answer rows: the question (checked against input_sha256)"},
-                       {"template", "T", "answer rows: kvg.knowledge_template as it was (checked against template_sha256)"},
+                       {"template", "T", "answer rows: kvg.knowledge_template as it was (checked against template_sha256; default: its default, laid out as the model's own template where it carries one)"},
                        {"context", "S", "answer rows: the solution of the entry the answer used (recurring, transfer)"},
                        {"context2", "S", "answer rows: a second entry's solution (transfer)"},
                        {"store", "DIR", "the artifacts a generate row continued (its chain's tokens)"}});
@@ -110,7 +110,7 @@ Flags eval_flags() {
                        {"seed", "S", "with --generator: the seed (default 1)"},
                        {"count", "N", "with --generator: how many questions (default 500)"},
                        {"learn", "N", "the first N questions are the learning part, the rest held out (default half)"},
-                       {"template", "T", "the knowledge template (default as kvg.knowledge_template's)"},
+                       {"template", "T", "the knowledge template (default: the model's kvg.knowledge_template, else its chat format, else kvg.knowledge_template's default)"},
                        {"max-tokens", "N", "tokens decoded per answer at most (default 96)"},
                        {"min-similarity", "X", "transfer: share of the question's words an entry must hold (default 0.5)"},
                        {"transfer-entries", "K", "transfer: at most K entries as context (default 1)"},
@@ -118,6 +118,12 @@ Flags eval_flags() {
                        {"json", "", "one JSON object instead of the table"},
                        {"dump", "FILE", "write the questions as JSONL (- for stdout) and stop"},
                        {"training-split", "", "with --generator and --dump: the questions reserved for training"}});
+}
+
+Flags template_flags() {
+  return {{"model", "M", "the GGUF model file", "-m"},
+          {"set", "T", "write a copy carrying this template ({solution} before {question}; \\n, \\t, \\\\ are escapes)"},
+          {"out", "F.gguf", "with --set: the copy (every other key and tensor as the input has them)"}};
 }
 
 Flags bench_flags() {
@@ -205,6 +211,9 @@ std::vector<Command> build_table() {
       {"eval", "cold vs recurring vs transfer: accuracy, tokens, ms and FLOPs (an estimate) of the flywheel on "
                "questions (docs/flywheel.md \"Measuring it: kvg eval\")",
        cmd_eval, eval_flags()},
+      {"template", "show the knowledge template a model carries (kvg.knowledge_template), or write a copy of the "
+                   "model carrying one (--set T --out F)",
+       cmd_template, template_flags()},
       {"bench", "prefill and decode throughput per recipe (--recipe A,B: one row each), mean ± standard deviation of -r runs, and decode's share of memory bandwidth", cmd_bench,
        bench_flags()},
       {"bench-graft", "graft a stored prefix vs recompute it, by prefix length; store vs plain file I/O",

@@ -46,5 +46,7 @@ int cmd_synth_artifact(const Args& args);
 int cmd_reproduce(const Args& args);
 // Measures the flywheel: cold vs recurring vs transfer (cli/cmd_eval.cpp).
 int cmd_eval(const Args& args);
+// Shows or sets the knowledge template a model carries (cli/cmd_template.cpp).
+int cmd_template(const Args& args);
 
 }  // namespace kvg::cli

@@ -6,40 +6,29 @@
 
 namespace kvg {
 
-namespace {
-
-constexpr std::string_view kSolution = "{solution}";
-constexpr std::string_view kQuestion = "{question}";
-
-// The one position of `placeholder` in `text`; InvalidArgument when it is
-// missing or repeated.
-size_t find_once(std::string_view text, std::string_view placeholder) {
-  const size_t at = text.find(placeholder);
-  if (at == std::string_view::npos)
-    throw Error(ErrorCode::InvalidArgument, "kvg.knowledge_template must contain " + std::string(placeholder));
-  if (text.find(placeholder, at + 1) != std::string_view::npos)
-    throw Error(ErrorCode::InvalidArgument,
-                "kvg.knowledge_template must contain " + std::string(placeholder) + " only once");
-  return at;
+std::string_view knowledge_template_source_name(KnowledgeTemplateSource source) {
+  switch (source) {
+    case KnowledgeTemplateSource::Setting: return "setting";
+    case KnowledgeTemplateSource::Model: return "model";
+    case KnowledgeTemplateSource::ChatFormat: return "chat format";
+    case KnowledgeTemplateSource::Default: return "default";
+  }
+  return "default";
 }
 
-}  // namespace
-
-KnowledgeTemplate KnowledgeTemplate::parse(std::string_view text) {
-  const size_t solution = find_once(text, kSolution);
-  const size_t question = find_once(text, kQuestion);
-  if (question < solution)
-    throw Error(ErrorCode::InvalidArgument,
-                "kvg.knowledge_template must put {solution} before {question}, so that a solution's KV is a "
-                "prefix shared by every question asked about it");
-  KnowledgeTemplate t;
-  t.head = std::string(text.substr(0, solution));
-  t.middle = std::string(text.substr(solution + kSolution.size(), question - solution - kSolution.size()));
-  t.tail = std::string(text.substr(question + kQuestion.size()));
-  return t;
+KnowledgeTemplateSource knowledge_template_source(const Model& model, std::string_view setting) {
+  if (setting != kDefaultKnowledgeTemplate) return KnowledgeTemplateSource::Setting;
+  if (model.knowledge_template()) return KnowledgeTemplateSource::Model;
+  const std::string& chat_template = model.tokenizer().chat_template();
+  if (!chat_template.empty() && recognise_chat_template(chat_template)) return KnowledgeTemplateSource::ChatFormat;
+  return KnowledgeTemplateSource::Default;
 }
 
 KnowledgeTemplate knowledge_template_for(const Model& model, std::string_view setting) {
+  // The model's own key comes before the chat format: it names the layout
+  // the model was trained to read.
+  if (setting == kDefaultKnowledgeTemplate && model.knowledge_template())
+    return KnowledgeTemplate::parse(*model.knowledge_template());
   const std::string& chat_template = model.tokenizer().chat_template();
   const bool follow_chat = setting == kDefaultKnowledgeTemplate && !chat_template.empty();
   const std::optional<ChatStyle> style = follow_chat ? recognise_chat_template(chat_template) : std::nullopt;

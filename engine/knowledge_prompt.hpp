@@ -17,43 +17,34 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/knowledge_template.hpp"
 #include "engine/model.hpp"
 
 namespace kvg {
 
 // kvg.knowledge_template's default, written for the TinyStories models the
 // tests use: story text, then a question and an answer cue they can
-// continue. On a model with a chat template this default is laid out in the
-// model's chat format instead (knowledge_template_for).
+// continue. On a model that carries its own template (the GGUF key
+// kvg.knowledge_template), or else has a chat template, this default gives
+// way to that (knowledge_template_for).
 inline constexpr const char* kDefaultKnowledgeTemplate = "{solution}\nQuestion: {question}\nAnswer:";
 
-struct KnowledgeTemplate {
-  std::string head;    // text before {solution}
-  std::string middle;  // text between {solution} and {question}
-  std::string tail;    // text after {question}: the answer cue
-  // The chat format's markers in head, middle and tail that are tokenized as
-  // their special tokens (engine/chat_prompt.hpp); empty for a template given
-  // as text, which is all text.
-  std::vector<std::string> markers;
-  // Where an answer ends besides EOS and the vocabulary's end-of-turn tokens:
-  // the chat format's end marker when it is a token of the vocabulary (an
-  // instruct model closes its turn with it, and it need not be EOS: Gemma's
-  // <end_of_turn>). Empty for a template given as text.
-  std::vector<int32_t> stop_tokens;
-
-  // The template must hold {solution} and then {question}, once each: the
-  // solution comes first so that its KV is a prefix shared by every question
-  // asked about it. Throws InvalidArgument otherwise.
-  static KnowledgeTemplate parse(std::string_view text);
-};
-
-// The template for `model` when kvg.knowledge_template is `setting`: the
-// setting itself when it is not the default; otherwise, for a model whose
-// tokenizer.chat_template kvg recognises, one user turn "{solution}\nQuestion:
-// {question}" laid out in that format and the assistant's cue (so an
-// instruct model is asked as it was tuned); the default as text for a model
-// without one (or with a template kvg does not recognise).
+// The template for `model` when kvg.knowledge_template is `setting`, by
+// precedence: the setting itself when it is not the default; otherwise the
+// model's own template when its file carries the kvg.knowledge_template key
+// (Model::knowledge_template: the layout it was trained to read); otherwise,
+// for a model whose tokenizer.chat_template kvg recognises, one user turn
+// "{solution}\nQuestion: {question}" laid out in that format and the
+// assistant's cue (so an instruct model is asked as it was tuned); the
+// default as text for a model without one (or with a template kvg does not
+// recognise).
 KnowledgeTemplate knowledge_template_for(const Model& model, std::string_view setting);
+
+// Where knowledge_template_for(model, setting) takes its template from.
+enum class KnowledgeTemplateSource { Setting, Model, ChatFormat, Default };
+KnowledgeTemplateSource knowledge_template_source(const Model& model, std::string_view setting);
+// "setting", "model", "chat format", "default".
+std::string_view knowledge_template_source_name(KnowledgeTemplateSource source);
 
 // Between the solutions of several entries in one transfer prompt.
 inline constexpr std::string_view kContextSeparator = "\n";

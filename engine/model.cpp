@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "engine/architectures.hpp"
 #include "engine/gguf/gguf_file.hpp"
+#include "engine/knowledge_template.hpp"
 #include "engine/model_refusals.hpp"
 #include "kernels/cpu/dequantize.hpp"
 #include "storage/sha256.hpp"
@@ -193,6 +194,24 @@ ModelConfig read_config(const gguf::File& file, const Tokenizer& tokenizer) {
   return c;
 }
 
+// kvg.knowledge_template: text, and a template KnowledgeTemplate::parse
+// accepts; anything else is refused by name at load rather than when the
+// first question is laid out.
+std::optional<std::string> read_knowledge_template(const gguf::File& file) {
+  const std::string key(kKnowledgeTemplateKey);
+  const gguf::Value* v = file.find(key);
+  if (!v) return std::nullopt;
+  if (v->type != gguf::ValueType::STRING)
+    fail("metadata '" + key + "' is " + gguf::value_type_name(v->type) + ", not a string");
+  const std::string text(v->s);
+  try {
+    (void)KnowledgeTemplate::parse(text);
+  } catch (const Error& e) {
+    fail("metadata '" + key + "' is not a knowledge template (" + e.what() + ")");
+  }
+  return text;
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> Model::load(const std::string& path,
@@ -203,6 +222,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path,
   model->path_ = path;
   model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file));
   model->config_ = read_config(file, *model->tokenizer_);
+  model->knowledge_template_ = read_knowledge_template(file);
   ModelConfig& c = model->config_;
 
   const int64_t q_width = int64_t(c.n_head) * c.head_dim, kv_width = int64_t(c.n_head_kv) * c.head_dim;

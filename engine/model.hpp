@@ -9,6 +9,7 @@
 #include <optional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/layer_plan.hpp"
@@ -19,6 +20,10 @@
 namespace kvg::gguf { class File; }
 
 namespace kvg {
+
+// kvg's own GGUF metadata key: the knowledge template the model reads
+// (Model::knowledge_template; `kvg template` sets it on a copy of a model).
+inline constexpr std::string_view kKnowledgeTemplateKey = "kvg.knowledge_template";
 
 struct LayerWeights {
   std::vector<float> attn_norm;  // n_embd
@@ -52,6 +57,12 @@ class Model {
   // tokenizer, and anyone can recompute it with `sha256sum`.
   const std::array<uint8_t, 32>& fingerprint() const { return fingerprint_; }
   std::string fingerprint_hex() const;
+  // The knowledge template the model was trained to read (GGUF key
+  // kvg.knowledge_template, e.g. "{solution}\n{question}"), checked at load
+  // to parse as one (KnowledgeTemplate::parse); nullopt when the file has
+  // none. It does not change the math: knowledge_template_for uses it in
+  // place of the default layout (engine/knowledge_prompt.hpp).
+  const std::optional<std::string>& knowledge_template() const { return knowledge_template_; }
   uint64_t parameter_count() const { return parameter_count_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
 
@@ -82,6 +93,7 @@ class Model {
   ForwardPlan plan_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::array<uint8_t, 32> fingerprint_{};
+  std::optional<std::string> knowledge_template_;
   uint64_t parameter_count_ = 0;
   uint64_t weight_bytes_ = 0;
   WeightMatrix token_embd_;

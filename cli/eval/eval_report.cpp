@@ -61,13 +61,28 @@ std::string summary_json(const Summary& s) {
          ", \"flops_mean\": " + number(s.mean(s.flops)) + ", \"modes\": {" + modes + "}";
 }
 
+// A template on one line: newlines, tabs and backslashes escaped.
+std::string escaped_text(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\\') out += "\\\\";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string eval_json(const EvalSummaryHeader& h, const EvalOutcome& o) {
   std::string out = "{\"model\": \"" + json_escape(h.model) + "\", \"source\": \"" + json_escape(h.source) +
                     "\", \"questions\": " + std::to_string(h.questions) + ", \"learning\": " +
                     std::to_string(h.learning) + ", \"held_out\": " + std::to_string(h.held_out) +
-                    ", \"deposited\": " + std::to_string(o.deposited);
+                    ", \"deposited\": " + std::to_string(o.deposited) + ", \"template\": \"" +
+                    json_escape(h.template_text) + "\", \"template_source\": \"" + json_escape(h.template_source) +
+                    "\"";
   const std::set<std::string> all_kinds = kinds(o);
   for (const char* phase : kPhases) {
     out += ", \"" + std::string(phase) + "\": " + summary_json(summarize(o, phase, nullptr));
@@ -93,6 +108,7 @@ std::string eval_table(const EvalSummaryHeader& h, const EvalOutcome& o) {
   std::string out = "kvg eval: " + h.model + " on " + h.source + ": " + std::to_string(h.questions) +
                     " questions, " + std::to_string(h.learning) + " learning (" + std::to_string(o.deposited) +
                     " deposited), " + std::to_string(h.held_out) + " held out\n";
+  out += "template: \"" + escaped_text(h.template_text) + "\" (from the " + h.template_source + ")\n";
   std::snprintf(line, sizeof line, "%-22s %9s %9s %9s %9s %9s %9s %11s\n", "phase", "questions", "accuracy",
                 "decoded", "prefilled", "grafted", "ms", "GFLOP(est)");
   out += line;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@
 #include "engine/prompt.hpp"
 #include "storage/artifact_format.hpp"
 #include "tests/support/data_paths.hpp"
+#include "tests/support/synth_fixture.hpp"
+#include "tools/gguf_writer.hpp"
+#include "tools/synth_model.hpp"
 
 namespace kvg {
 namespace {
@@ -99,6 +103,116 @@ TEST(KnowledgeSegments, TwoContextsAreSeparatedAtTheStartOfTheSecond) {
   // The head appears once, before the first solution only.
   EXPECT_EQ(knowledge_segments(t, {"x", "y", "z"}, "q"),
             (std::vector<std::string>{"Facts: x", "\ny", "\nz", "\nQuestion: q\nAnswer:"}));
+}
+
+// ---------------------------------------------------------------------------
+// The model's own template: the GGUF key kvg.knowledge_template
+
+// A tiny synthetic model (f32) carrying `key_value` as kvg.knowledge_template
+// (none when nullopt), written with the generator's metadata and weights.
+std::string synth_with_template(const std::string& name, const std::optional<std::string>& key_value,
+                                bool chatml = false) {
+  SynthOptions o = test::tiny_synth_options();
+  if (chatml) o.chat_template = "chatml";
+  gguf::Writer w;
+  add_synth_metadata(w, o, "template test");
+  if (key_value) w.add_string(kKnowledgeTemplateKey, *key_value);
+  const std::vector<SynthTensor> tensors = synth_tensors(o);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SynthTensor& t = tensors[i];
+    uint64_t n = 1;
+    for (const uint64_t d : t.ne) n *= d;
+    std::vector<uint8_t> bytes(n * sizeof(float));
+    for (uint64_t e = 0; e < n; ++e) {
+      const float x = synth_weight(o.seed, i, t, e);
+      std::memcpy(bytes.data() + e * sizeof(float), &x, sizeof x);
+    }
+    w.add_tensor(t.name, t.ne, gguf::TensorType::F32, std::move(bytes));
+  }
+  const std::string path = test::temp_dir("knowledge_key_" + name) + "/model.gguf";
+  w.write(path);
+  return path;
+}
+
+TEST(ModelKnowledgeTemplate, AbsentKeyIsNullopt) {
+  const auto model = Model::load(synth_with_template("absent", std::nullopt));
+  EXPECT_FALSE(model->knowledge_template().has_value());
+  EXPECT_EQ(knowledge_template_source(*model, kDefaultKnowledgeTemplate), KnowledgeTemplateSource::Default);
+  const KnowledgeTemplate t = knowledge_template_for(*model, kDefaultKnowledgeTemplate);
+  EXPECT_EQ(t.middle, "\nQuestion: ");
+  EXPECT_EQ(t.tail, "\nAnswer:");
+}
+
+TEST(ModelKnowledgeTemplate, TheDefaultGivesTheModelsTemplate) {
+  const auto model = Model::load(synth_with_template("reader", "{solution}\n{question}"));
+  ASSERT_TRUE(model->knowledge_template().has_value());
+  EXPECT_EQ(*model->knowledge_template(), "{solution}\n{question}");
+  EXPECT_EQ(knowledge_template_source(*model, kDefaultKnowledgeTemplate), KnowledgeTemplateSource::Model);
+  const KnowledgeTemplate t = knowledge_template_for(*model, kDefaultKnowledgeTemplate);
+  EXPECT_EQ(t.head, "");
+  EXPECT_EQ(t.middle, "\n");
+  EXPECT_EQ(t.tail, "");
+  EXPECT_TRUE(t.markers.empty());
+  EXPECT_EQ(knowledge_segments(t, {"S"}, "Q"), (std::vector<std::string>{"S", "\nQ"}));
+}
+
+TEST(ModelKnowledgeTemplate, AnExplicitTemplateWins) {
+  const auto model = Model::load(synth_with_template("explicit", "{solution}\n{question}"));
+  EXPECT_EQ(knowledge_template_source(*model, "Facts: {solution} Q: {question} A:"), KnowledgeTemplateSource::Setting);
+  const KnowledgeTemplate t = knowledge_template_for(*model, "Facts: {solution} Q: {question} A:");
+  EXPECT_EQ(t.head, "Facts: ");
+  EXPECT_EQ(t.middle, " Q: ");
+  EXPECT_EQ(t.tail, " A:");
+}
+
+TEST(ModelKnowledgeTemplate, TheModelsTemplateComesBeforeTheChatFormat) {
+  const auto chat = Model::load(synth_with_template("chat_only", std::nullopt, true));
+  EXPECT_EQ(knowledge_template_source(*chat, kDefaultKnowledgeTemplate), KnowledgeTemplateSource::ChatFormat);
+  EXPECT_FALSE(knowledge_template_for(*chat, kDefaultKnowledgeTemplate).markers.empty());
+  const auto both = Model::load(synth_with_template("chat_and_key", "<{solution}|{question}>", true));
+  EXPECT_EQ(knowledge_template_source(*both, kDefaultKnowledgeTemplate), KnowledgeTemplateSource::Model);
+  const KnowledgeTemplate t = knowledge_template_for(*both, kDefaultKnowledgeTemplate);
+  EXPECT_EQ(t.head, "<");
+  EXPECT_EQ(t.middle, "|");
+  EXPECT_EQ(t.tail, ">");
+  EXPECT_TRUE(t.markers.empty());
+  EXPECT_TRUE(t.stop_tokens.empty());
+}
+
+TEST(ModelKnowledgeTemplate, AMalformedKeyIsRefusedAtLoadByName) {
+  for (const std::string bad : {"{question} then {solution}", "no placeholders", "{solution}{solution}{question}"}) {
+    const std::string path = synth_with_template("malformed", bad);
+    try {
+      Model::load(path);
+      ADD_FAILURE() << "loaded a model whose kvg.knowledge_template is \"" << bad << "\"";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Corrupt) << e.what();
+      EXPECT_NE(std::string(e.what()).find("kvg.knowledge_template"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a knowledge template"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ModelKnowledgeTemplate, AKeyThatIsNotAStringIsRefusedAtLoadByName) {
+  SynthOptions o = test::tiny_synth_options();
+  gguf::Writer w;
+  add_synth_metadata(w, o, "template test");
+  w.add_u32(kKnowledgeTemplateKey, 7);
+  const std::vector<SynthTensor> tensors = synth_tensors(o);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    uint64_t n = 1;
+    for (const uint64_t d : tensors[i].ne) n *= d;
+    w.add_tensor(tensors[i].name, tensors[i].ne, gguf::TensorType::F32, std::vector<uint8_t>(n * sizeof(float)));
+  }
+  const std::string path = test::temp_dir("knowledge_key_u32") + "/model.gguf";
+  w.write(path);
+  try {
+    Model::load(path);
+    ADD_FAILURE() << "loaded a model whose kvg.knowledge_template is a number";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kvg.knowledge_template"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a string"), std::string::npos) << e.what();
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -157,6 +157,11 @@ def export_gguf(model, path):
         ("tokenizer.ggml.eos_token_id", UINT32, 2),
         ("tokenizer.ggml.add_bos_token", BOOL, True),
         ("tokenizer.ggml.add_space_prefix", BOOL, False),
+        # The layout the reader is trained on (the examples below): kvg lays
+        # knowledge prompts out with it when no template is given
+        # (engine/knowledge_prompt.hpp knowledge_template_for). Last, where
+        # `kvg template --set` adds it to a model without one.
+        ("kvg.knowledge_template", STRING, "{solution}" + TEMPLATE_MIDDLE + "{question}"),
     ]
     t = lambda p: p.detach().float().numpy()  # noqa: E731
     tensors = [("token_embd.weight", t(model.embed.weight)), ("output_norm.weight", t(model.norm)),
