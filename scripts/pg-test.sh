@@ -223,6 +223,11 @@ else
 fi
 rm -rf "$reliability_tmp"
 
+echo "== progress (tests/concurrency/progress_test.sh: kvg.progress, notices in the worker, kvg_engine_worker_reset)"
+{ fresh_db kvg_progress kvg &&
+  bash tests/concurrency/progress_test.sh kvg_progress "$repo/${KVG_BUILD_DIR:-build}/cli/kvg"; } >"$log/progress_view" 2>&1
+tap progress_view "$log/progress_view" $?
+
 echo "== the engine worker (tests/concurrency/engine_worker_test.sh: interleavings, admission, cancel, slow client, crashes)"
 # Last on the shared cluster: its final check SIGKILLs the worker, which makes
 # PostgreSQL reset shared memory and restart every backend.

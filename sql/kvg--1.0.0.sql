@@ -29,6 +29,14 @@
 -- cannot redirect them (docs/security.md), or have an SQL-standard body
 -- (RETURN), which is parsed here, where only pg_catalog and kvg are searched.
 
+--
+-- COST, in the planner's units of cpu_operator_cost (0.0025 of a page
+-- read): a call that runs the model is a forward pass over its prompt and a
+-- decode, tens of milliseconds and more, so 1,000,000 (kvg_learn 2,000,000,
+-- kvg_solve 3,000,000: several attempts); one that reads an artifact's bytes
+-- 100,000; tokenizing and model facts 10,000. The planner then evaluates
+-- every cheaper condition of a WHERE clause before calling one.
+
 \echo Use "CREATE EXTENSION kvg" to load this file. \quit
 
 -- Preloaded ---------------------------------------------------------------------------------
@@ -736,7 +744,7 @@ COMMENT ON FUNCTION kvg.audit_first_bad(bigint, text) IS
 -- the rows after it are read: O(new rows).
 CREATE FUNCTION public.kvg_audit_verify(after_seq bigint DEFAULT NULL, after_hash text DEFAULT NULL,
                                         OUT ok boolean, OUT first_bad bigint, OUT reason text) RETURNS record
-AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_audit_verify' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_audit_verify(bigint, text) IS
   'Verifies the hash-chained audit trail, whole or after a checkpoint (after_seq, after_hash): ok, or the seq of '
   'the first row that does not verify (first_bad) and why (reason).';
@@ -745,7 +753,7 @@ COMMENT ON FUNCTION public.kvg_audit_verify(bigint, text) IS
 CREATE FUNCTION public.kvg_audit_writers(OUT database oid, OUT pid integer, OUT state text,
                                          OUT rows_written bigint, OUT commits bigint, OUT lane text)
 RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_audit_writers' LANGUAGE C VOLATILE ROWS 4;
 COMMENT ON FUNCTION public.kvg_audit_writers() IS
   'The audit writers of each database (background workers; lane rows or artifacts): pid, state, rows written, commits.';
 
@@ -762,13 +770,38 @@ CREATE FUNCTION public.kvg_engine_worker(OUT pid integer, OUT starts bigint, OUT
                                          OUT passes bigint, OUT rows_carried bigint, OUT served bigint,
                                          OUT failed bigint, OUT cache_entries bigint, OUT cache_bytes bigint,
                                          OUT cache_hits bigint, OUT cache_misses bigint,
-                                         OUT gpu_weight_uploads bigint)
+                                         OUT gpu_weight_uploads bigint, OUT stats_reset timestamptz)
 RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'kvg_engine_worker' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_engine_worker' LANGUAGE C VOLATILE ROWS 1;
 COMMENT ON FUNCTION public.kvg_engine_worker() IS
   'The engine worker (kvg.engine = worker): pid, starts, model, running and waiting sequences, batch peak, KV, passes.';
 CREATE VIEW kvg.engine_worker AS SELECT * FROM public.kvg_engine_worker();
 COMMENT ON VIEW kvg.engine_worker IS 'The engine worker at work (kvg_engine_worker()).';
+
+-- Each backend's generation in progress, in the manner of
+-- pg_stat_progress_*: its phase (queued for the engine worker, prefill,
+-- decode) and how far. Another role's figures are NULL unless the caller has
+-- pg_read_all_stats or kvg_auditor (extension/src/calls/call_progress.cpp).
+CREATE FUNCTION public.kvg_progress(OUT pid integer, OUT datid oid, OUT phase text, OUT prompt_tokens bigint,
+                                    OUT prompt_tokens_done bigint, OUT max_tokens bigint, OUT tokens_decoded bigint,
+                                    OUT started timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'kvg_progress' LANGUAGE C VOLATILE ROWS 10;
+COMMENT ON FUNCTION public.kvg_progress() IS
+  'Each backend''s generation in progress: pid, database, phase (queued, prefill, decode), tokens done of each.';
+CREATE VIEW kvg.progress AS
+  SELECT p.pid, p.datid, d.datname, p.phase, p.prompt_tokens, p.prompt_tokens_done, p.max_tokens,
+         p.tokens_decoded, p.started
+  FROM public.kvg_progress() p LEFT JOIN pg_catalog.pg_database d ON d.oid = p.datid;
+COMMENT ON VIEW kvg.progress IS 'Generations in progress, one row per backend (kvg_progress()).';
+
+-- Its cumulative figures (passes, rows, served, failed, cache hits and
+-- misses, GPU uploads) count from now on, and its batch peak from its next
+-- pass; stats_reset says when. The owner's, as pg_stat_reset() is.
+CREATE FUNCTION public.kvg_engine_worker_reset() RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'kvg_engine_worker_reset' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION public.kvg_engine_worker_reset() IS
+  'Resets the engine worker''s cumulative figures (kvg_engine_worker(), stats_reset); returns when.';
 
 -- Scale-out (docs/scale-out.md): hot standbys answer from the replicated
 -- library and artifacts; their audit rows are appended here, on the primary,
@@ -904,18 +937,18 @@ COMMENT ON FUNCTION public.kvg_manifest_lines(bigint, bigint) IS
 -- Artifact functions (no model needed except to verify an import) -----------------------
 
 CREATE FUNCTION public.kvg_import(data bytea, verify boolean DEFAULT true) RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_import' LANGUAGE C STRICT VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_import' LANGUAGE C STRICT VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_import(bytea, boolean) IS
   'Validates an artifact, recomputes its KV with kvg.model and refuses it unless the bytes are equal (verify), '
   'stores it once and returns its SHA-256. verify => false stores it unverified: never grafted unless asked for.';
 
 CREATE FUNCTION public.kvg_export(artifact text) RETURNS bytea
-AS 'MODULE_PATHNAME', 'kvg_export' LANGUAGE C STRICT VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_export' LANGUAGE C STRICT VOLATILE COST 100000;
 COMMENT ON FUNCTION public.kvg_export(text) IS 'The stored bytes of an artifact, hash-checked.';
 
 CREATE FUNCTION public.kvg_artifact_verify(artifact text, OUT ok boolean, OUT first_bad text, OUT reason text)
 RETURNS record
-AS 'MODULE_PATHNAME', 'kvg_artifact_verify' LANGUAGE C STRICT VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_artifact_verify' LANGUAGE C STRICT VOLATILE COST 100000;
 COMMENT ON FUNCTION public.kvg_artifact_verify(text) IS
   'Re-reads and re-checks a stored artifact: ok, or the artifact (first_bad) and why it is damaged (reason).';
 
@@ -939,7 +972,7 @@ COMMENT ON VIEW kvg.artifact_cache IS
 -- call appends one row to kvg.audit.
 
 CREATE FUNCTION public.kvg_capture(prefix text, artifact text DEFAULT NULL) RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_capture(text, text) IS
   'Computes the KV cache of prefix (continuing the artifact''s chain when one is given), stores it as an artifact, '
   'returns its SHA-256.';
@@ -947,7 +980,7 @@ COMMENT ON FUNCTION public.kvg_capture(text, text) IS
 CREATE FUNCTION public.kvg_generate(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                     seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_generate(text, integer, text, bigint, double precision) IS
   'Generates up to max_tokens tokens after prompt (which continues the artifact''s text when one is given); '
   'temperature 0 is greedy, seed NULL means 0.';
@@ -958,14 +991,14 @@ COMMENT ON FUNCTION public.kvg_generate(text, integer, text, bigint, double prec
 CREATE FUNCTION public.kvg_generate_bytes(prompt text, max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                           seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS bytea
-AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_generate_bytes(text, integer, text, bigint, double precision) IS
   'kvg_generate, returning the raw output bytes (which need not be UTF-8) instead of text.';
 
 CREATE FUNCTION public.kvg_graft_check(artifact text, continuation text, samples integer DEFAULT 1)
 RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max double precision,
                argmax_agreement double precision, exact boolean)
-AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
+AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1 COST 1000000;
 COMMENT ON FUNCTION public.kvg_graft_check(text, text, integer) IS
   'Grafts the artifact and evaluates continuation, recomputes the whole prompt in one pass, and compares the logits.';
 
@@ -975,35 +1008,35 @@ COMMENT ON FUNCTION public.kvg_graft_check(text, text, integer) IS
 -- not give the tokens of the whole text tokenized at once). The same C
 -- functions take either; kvg_tokenize shows a text's tokens.
 CREATE FUNCTION public.kvg_capture(prefix integer[], artifact text DEFAULT NULL) RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_capture' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_capture(integer[], text) IS
   'kvg_capture with the prefix as token ids, taken as they are (after the artifact''s tokens when one is given).';
 CREATE FUNCTION public.kvg_generate(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                     seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_generate' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_generate(integer[], integer, text, bigint, double precision) IS
   'kvg_generate with the prompt as token ids, taken as they are (after the artifact''s tokens when one is given).';
 CREATE FUNCTION public.kvg_generate_bytes(prompt integer[], max_tokens integer DEFAULT 32, artifact text DEFAULT NULL,
                                           seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS bytea
-AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_generate_bytes' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_generate_bytes(integer[], integer, text, bigint, double precision) IS
   'kvg_generate_bytes with the prompt as token ids.';
 CREATE FUNCTION public.kvg_graft_check(artifact text, continuation integer[], samples integer DEFAULT 1)
 RETURNS TABLE (graft_logits_sha256 text, recompute_logits_sha256 text, kl_max double precision,
                argmax_agreement double precision, exact boolean)
-AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1;
+AS 'MODULE_PATHNAME', 'kvg_graft_check' LANGUAGE C STRICT VOLATILE ROWS 1 COST 1000000;
 COMMENT ON FUNCTION public.kvg_graft_check(text, integer[], integer) IS
   'kvg_graft_check with the continuation as token ids, taken as they are after the artifact''s tokens.';
 CREATE FUNCTION public.kvg_tokenize(text text, artifact text DEFAULT NULL) RETURNS integer[]
-AS 'MODULE_PATHNAME', 'kvg_tokenize' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_tokenize' LANGUAGE C VOLATILE COST 10000;
 COMMENT ON FUNCTION public.kvg_tokenize(text, text) IS
   'The token ids a call would use for text: with BOS when nothing precedes it, or only the new tokens after the '
   'artifact''s chain. Not audited.';
 
 CREATE FUNCTION public.kvg_model_info() RETURNS jsonb
-AS 'MODULE_PATHNAME', 'kvg_model_info' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_model_info' LANGUAGE C VOLATILE COST 10000;
 COMMENT ON FUNCTION public.kvg_model_info() IS 'The model kvg.model names and how this backend runs it.';
 
 -- A conversation answered as the model's assistant, laid out in the chat
@@ -1012,7 +1045,7 @@ COMMENT ON FUNCTION public.kvg_model_info() IS 'The model kvg.model names and ho
 CREATE FUNCTION public.kvg_chat(messages jsonb, max_tokens integer DEFAULT 32, format text DEFAULT 'auto',
                                 seed bigint DEFAULT NULL, temperature double precision DEFAULT 0)
 RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_chat' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_chat' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_chat(jsonb, integer, text, bigint, double precision) IS
   'The assistant''s answer to messages ([{"role": "system|user|assistant", "content": "..."}, ...], the last the '
   'user''s), laid out in the model''s chat format (format: auto, plain, chatml, llama3, gemma, phi3, mistral); '
@@ -1021,7 +1054,7 @@ COMMENT ON FUNCTION public.kvg_chat(jsonb, integer, text, bigint, double precisi
 -- What kvg_chat asks the model, without running it.
 CREATE FUNCTION public.kvg_chat_prompt(messages jsonb, format text DEFAULT 'auto')
 RETURNS TABLE (format text, prompt text, tokens integer[])
-AS 'MODULE_PATHNAME', 'kvg_chat_prompt' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_chat_prompt' LANGUAGE C VOLATILE COST 10000 ROWS 4;
 COMMENT ON FUNCTION public.kvg_chat_prompt(jsonb, text) IS
   'The chat format, laid-out prompt text and prompt tokens kvg_chat would use for messages (no model run, no audit row).';
 
@@ -1032,7 +1065,7 @@ COMMENT ON FUNCTION public.kvg_chat_prompt(jsonb, text) IS
 CREATE FUNCTION public.kvg_generate_positional(artifacts text[], prompt text, max_tokens integer DEFAULT 32)
 RETURNS TABLE (output text, exact boolean, tokens_composed integer, tokens_prefilled integer,
                tokens_decoded integer, compose_ms double precision, decode_ms double precision, audit_id bigint)
-AS 'MODULE_PATHNAME', 'kvg_generate_positional' LANGUAGE C VOLATILE ROWS 1;
+AS 'MODULE_PATHNAME', 'kvg_generate_positional' LANGUAGE C VOLATILE ROWS 1 COST 1000000;
 COMMENT ON FUNCTION public.kvg_generate_positional(text[], text, integer) IS
   'Places the artifacts (chains from position 0) one after another, re-rotating their keys, evaluates '
   'prompt after them and decodes greedily: cheap, NOT exact (exact is always false).';
@@ -1426,7 +1459,7 @@ COMMENT ON FUNCTION kvg.related_knowledge(text, double precision, integer) IS
 CREATE FUNCTION public.kvg_learn(question text, verifier text, solution text, answer text,
                                  solve_tokens bigint DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'kvg_learn' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_learn' LANGUAGE C VOLATILE COST 2000000;
 COMMENT ON FUNCTION public.kvg_learn(text, text, text, text, bigint) IS
   'Checks the entry (solution, answer) with its verifier, captures the artifact of its prompt and stores it in '
   'kvg.knowledge; returns its id (the same id when the same entry is learned again).';
@@ -1435,7 +1468,7 @@ CREATE FUNCTION public.kvg_solve(question text, verifier text, max_tokens intege
                                  attempts integer DEFAULT 3)
 RETURNS TABLE (attempt integer, answer text, verified boolean, tokens_decoded integer, solve_tokens bigint,
                decode_ms double precision, knowledge_id bigint, audit_id bigint)
-AS 'MODULE_PATHNAME', 'kvg_solve' LANGUAGE C VOLATILE ROWS 3;
+AS 'MODULE_PATHNAME', 'kvg_solve' LANGUAGE C VOLATILE ROWS 3 COST 3000000;
 COMMENT ON FUNCTION public.kvg_solve(text, text, integer, integer) IS
   'Answers the question from scratch (greedy, then sampled), checks each attempt with the verifier and '
   'learns the first verified one with what it cost; one row per attempt.';
@@ -1444,13 +1477,13 @@ CREATE FUNCTION public.kvg_answer_detail(question text, max_tokens integer DEFAU
 RETURNS TABLE (answer text, mode text, verified boolean, knowledge_id bigint, artifact text, tokens_grafted integer,
                tokens_prefilled integer, tokens_decoded integer, graft_ms double precision,
                decode_ms double precision, audit_id bigint)
-AS 'MODULE_PATHNAME', 'kvg_answer_detail' LANGUAGE C VOLATILE ROWS 1;
+AS 'MODULE_PATHNAME', 'kvg_answer_detail' LANGUAGE C VOLATILE ROWS 1 COST 1000000;
 COMMENT ON FUNCTION public.kvg_answer_detail(text, integer) IS
   'Answers from the library: recurring (the question is known: graft its artifact), transfer (related entries '
   'as context) or cold; one line of answer, with how it was made.';
 
 CREATE FUNCTION public.kvg_answer(question text, max_tokens integer DEFAULT 32) RETURNS text
-AS 'MODULE_PATHNAME', 'kvg_answer' LANGUAGE C VOLATILE;
+AS 'MODULE_PATHNAME', 'kvg_answer' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_answer(text, integer) IS
   'The answer of kvg_answer_detail, or NULL with a WARNING when the entry''s verifier rejects it '
   '(an error, 22V05, under kvg.on_rejected_answer = error).';
@@ -1766,7 +1799,7 @@ $$;
 -- kvg_user: the engine, the artifacts, the library, its own audit rows.
 GRANT USAGE ON SCHEMA kvg TO kvg_user;
 GRANT SELECT ON kvg.readable_artifacts, kvg.readable_audit, kvg.knowledge, kvg.stats, kvg.storage_usage,
-                kvg.artifact_cache, kvg.engine_worker TO kvg_user;
+                kvg.artifact_cache, kvg.engine_worker, kvg.progress TO kvg_user;
 GRANT EXECUTE ON FUNCTION
   public.kvg_import(bytea, boolean),
   public.kvg_export(text),
@@ -1782,6 +1815,7 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_tokenize(text, text),
   public.kvg_model_info(),
   public.kvg_engine_worker(),
+  public.kvg_progress(),
   public.kvg_chat(jsonb, integer, text, bigint, double precision),
   public.kvg_chat_prompt(jsonb, text),
   public.kvg_generate_positional(text[], text, integer),
@@ -1814,9 +1848,9 @@ GRANT SELECT ON kvg.audit, kvg.audit_head, kvg.artifacts, kvg.readable_artifacts
                 kvg.stats, kvg.knowledge_templates TO kvg_auditor;
 -- The engine worker's figures, which sum every user's calls (a plain user
 -- sees them null: extension/src/workers/engine/engine_worker.cpp).
-GRANT SELECT ON kvg.engine_worker TO kvg_auditor;
-GRANT EXECUTE ON FUNCTION kvg.readable_artifact_rows(), kvg.readable_audit_rows(), public.kvg_engine_worker()
-  TO kvg_auditor;
+GRANT SELECT ON kvg.engine_worker, kvg.progress TO kvg_auditor;
+GRANT EXECUTE ON FUNCTION kvg.readable_artifact_rows(), kvg.readable_audit_rows(), public.kvg_engine_worker(),
+                          public.kvg_progress() TO kvg_auditor;
 GRANT EXECUTE ON FUNCTION public.kvg_manifest(bigint, bigint), public.kvg_manifest_lines(bigint, bigint),
                           kvg.manifest_entry(kvg.audit), kvg.manifest_head(), public.kvg_audit_verify(bigint, text),
                           public.kvg_audit_writers(), public.kvg_export(text),

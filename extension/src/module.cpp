@@ -9,6 +9,7 @@
 #include "extension/src/model/model_settings.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/replica/replica_settings.hpp"
+#include "extension/src/calls/call_progress.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 #include "extension/src/workers/reserved/reserved_workers.hpp"
 #include "extension/src/workers/verifier/verifier_worker.hpp"
@@ -51,6 +52,7 @@ void _PG_init(void) {
   if (process_shared_preload_libraries_in_progress) {
     kvg::pg::writer::setup_at_preload();
     kvg::pg::engine_worker::setup_at_preload();  // the engine worker: engine_worker.hpp
+    kvg::pg::call_progress::setup_at_preload();  // kvg.progress: calls/call_progress.hpp
     kvg::pg::reserved::setup_at_preload();       // writers' and verifiers' slots: reserved_workers.hpp
     kvg::pg::model_fingerprints::setup_at_preload();
   }

@@ -6,7 +6,9 @@
 -- counted grafted + prefilled = the prompt, and kvg.threads 0 (its default)
 -- is kvg.max_threads.
 BEGIN;
-SELECT plan(13);
+SELECT plan(15);
+CREATE FUNCTION pg_temp.plan_of(query text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN RETURN QUERY EXECUTE 'EXPLAIN ' || query; END $$;
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';
@@ -25,7 +27,8 @@ SELECT is(ARRAY(SELECT DISTINCT name || '(' || arg || ')' FROM api
                 WHERE mode = 'i' AND arg IN ('sha256', 'parent', 'blocks', 'leaf', 'chain') ORDER BY 1),
           ARRAY[]::text[], 'no argument names an artifact other than artifact / artifacts');
 SELECT is(ARRAY(SELECT DISTINCT name FROM api
-                WHERE arg = 'max_tokens' AND signature NOT LIKE '%max_tokens integer DEFAULT 32%' ORDER BY 1),
+                WHERE mode = 'i' AND arg = 'max_tokens' AND signature NOT LIKE '%max_tokens integer DEFAULT 32%'
+                ORDER BY 1),
           ARRAY[]::text[], 'max_tokens defaults to 32 in every function that has it');
 SELECT cmp_ok((SELECT count(DISTINCT name) FROM api WHERE arg = 'max_tokens'), '>=', 7::bigint,
               'and that is every generating function');
@@ -63,6 +66,21 @@ RESET kvg.threads;
 SET LOCAL kvg.max_threads = 3;
 SELECT is(current_setting('kvg.threads'), '0', 'kvg.threads defaults to 0');
 SELECT is((kvg_model_info() ->> 'threads')::int, 3, 'which is kvg.max_threads');
+
+-- Realistic costs: a call that runs the model is not a cheap operator, so
+-- the planner tests every cheaper condition first.
+SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p
+                WHERE p.pronamespace = 'public'::regnamespace AND p.proname IN
+                  ('kvg_answer', 'kvg_answer_detail', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
+                   'kvg_chat', 'kvg_capture', 'kvg_graft_check', 'kvg_import', 'kvg_learn', 'kvg_solve')
+                  AND p.procost < 1000000 ORDER BY 1),
+          ARRAY[]::text[], 'every function that runs the model has COST 1,000,000 or more');
+CREATE TEMP TABLE tickets AS SELECT g AS id, 'Question ' || g AS question FROM generate_series(1, 100) g;
+ANALYZE tickets;
+SELECT matches((SELECT string_agg(line, E'\n') FROM (SELECT * FROM pg_temp.plan_of(
+                 $$SELECT id FROM tickets WHERE kvg_answer(question) IS NOT NULL AND id = 7$$)) AS p(line)),
+               'Filter: \(\(id = 7\) AND \(kvg_answer',
+               'the planner tests a cheap condition before calling kvg_answer');
 
 SELECT * FROM finish();
 ROLLBACK;

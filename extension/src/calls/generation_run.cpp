@@ -3,17 +3,37 @@
 #include "common/error.hpp"
 #include "engine/answer_line.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
+#include "extension/src/calls/call_progress.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
 namespace kvg::pg {
 
 namespace {
 
+// Reports to kvg.progress (and to whatever `report` already did, the
+// progress notices): `done` of the last `total` prompt tokens, or decoded.
+ProgressReport prefill_progress(call_progress::Tracker& tracker, int64_t prompt_tokens, ProgressReport report) {
+  return [&tracker, prompt_tokens, report = std::move(report)](int64_t done, int64_t total) {
+    tracker.prefilled(prompt_tokens - total + done);
+    if (report) report(done, total);
+  };
+}
+ProgressReport decode_progress(call_progress::Tracker& tracker, ProgressReport report) {
+  return [&tracker, report = std::move(report)](int64_t done, int64_t total) {
+    tracker.decoded(done);
+    if (report) report(done, total);
+  };
+}
+
 GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                               GenerateOptions options, const GenerationAsks& asks, std::unique_ptr<Session>& session) {
+  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Prefill);
+  options.prefill_report = prefill_progress(tracker, int64_t(prompt.size()), std::move(options.prefill_report));
+  options.decode_report = decode_progress(tracker, std::move(options.decode_report));
   session = std::make_unique<Session>(call.model, call.options);
   GenerationRun run;
   run.grafted = graft_stored_prefix(call, *session, prompt, start);
+  tracker.prefilled(session->n_past());
   std::optional<AnswerLine> line;  // (an answer's prompt is never empty)
   if (asks.answer_line) {
     line.emplace(call.model->tokenizer(), prompt.back());
@@ -59,7 +79,14 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   request.prefill_chunk = options.prefill_chunk;
   request.answer_line = asks.answer_line;
   request.capture_ends = asks.link_ends;
-  engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(call));
+  // The worker says when it takes the call and sends each token as it is
+  // decoded: kvg.progress and the decode's progress notices follow them.
+  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
+  const ProgressReport decoded = decode_progress(tracker, options.decode_report);
+  engine_worker::Progress progress;
+  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.decoded = [&decoded, &options](int64_t n) { decoded(n, options.max_new_tokens); };
+  engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(call), progress);
   GenerationRun run;
   run.grafted.proven = chosen.proven;
   run.grafted.leaf = chosen.chain.leaf;

@@ -44,9 +44,11 @@ class GenerationRun {
 };
 
 // graft_stored_prefix(start) then generate() over the rest of `prompt`.
-// In the worker, options.check is the worker's own (a cancel abandons the
-// call), progress notices are not sent, and options.on_token must be empty
-// (GenerationAsks says what a generation may decide per token).
+// Either way the call shows in kvg.progress (call_progress.hpp). In the
+// worker, options.check is the worker's own (a cancel abandons the call),
+// only the decode's progress notices are sent (the prefill's happens in the
+// worker), and options.on_token must be empty (GenerationAsks says what a
+// generation may decide per token).
 GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                              const GenerateOptions& options, const GenerationAsks& asks = {});
 

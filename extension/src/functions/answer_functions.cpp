@@ -79,6 +79,8 @@ Answered answer_question(FunctionCallInfo fcinfo, int32 max_tokens) {
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
   options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the answer
+  options.prefill_report = progress_notices("answer: prefilled");
+  options.decode_report = progress_notices("answer: decoded");
   // Compositions with knowledge are stored so the next call grafts them; a
   // cold question's prompt is not (it would store every question ever asked).
   // A standby cannot store: the primary stores them when it answers.

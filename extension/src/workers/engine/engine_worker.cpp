@@ -163,6 +163,14 @@ class Call {
     return alive;
   }
 
+  // Whether the worker has taken the call from the queue.
+  bool claimed() const {
+    LWLockAcquire(shared_memory->lock, LW_SHARED);
+    const bool taken = shared_memory->slots[slot_].request.state != SlotState::Queued;
+    LWLockRelease(shared_memory->lock);
+    return taken;
+  }
+
   // A worker that started after this call was queued has not seen the
   // queue: wake it.
   void wake_worker_if_queued() const {
@@ -200,10 +208,12 @@ uint64_t queue_call(const CallSegment& segment) {
 
 // One reply taken into `out`: true at the end (Done), after raising the
 // worker's error for Failed.
-bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, const Supply& supply, WorkerGeneration& out) {
+bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, const Supply& supply, const Progress& progress,
+                WorkerGeneration& out) {
   using namespace worker_protocol;
   if (auto* token = std::get_if<TokenReply>(&reply)) {
     out.result.tokens.push_back(token->token);
+    if (progress.decoded) progress.decoded(int64_t(out.result.tokens.size()));
     return false;
   }
   if (auto* need = std::get_if<NeedReply>(&reply)) {
@@ -277,7 +287,7 @@ GenerateOptions generate_options(const GenerationRequest& r) {
   return options;
 }
 
-WorkerGeneration generate(const GenerationRequest& request, const Supply& supply) {
+WorkerGeneration generate(const GenerationRequest& request, const Supply& supply, const Progress& progress) {
   if (!shared_memory)
     raise_sqlstate("55000", "kvg: kvg.engine = worker needs kvg loaded at server start",
                    "Add to postgresql.conf: shared_preload_libraries = 'kvg' and restart the server.");
@@ -295,14 +305,19 @@ WorkerGeneration generate(const GenerationRequest& request, const Supply& supply
   Call in_flight(segment, MyProc->pgprocno, queue_call(segment));
 
   WorkerGeneration out;
+  bool claimed = false;
   for (;;) {
+    if (!claimed && in_flight.claimed()) {
+      claimed = true;
+      if (progress.claimed) progress.claimed();
+    }
     Size n = 0;
     void* data = nullptr;
     const shm_mq_result got = call([&] { return shm_mq_receive(in_flight.replies(), &n, &data, true); });
     if (got == SHM_MQ_SUCCESS) {
       auto reply = worker_protocol::decode<worker_protocol::EngineReply>(
           std::string_view(static_cast<const char*>(data), n));
-      if (take_reply(std::move(reply), in_flight, supply, out)) return out;
+      if (take_reply(std::move(reply), in_flight, supply, progress, out)) return out;
       continue;
     }
     if (got == SHM_MQ_DETACHED) worker_down("the engine worker stopped while it ran this call");
@@ -340,9 +355,17 @@ Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
   LWLockAcquire(shared()->lock, LW_SHARED);
   const pid_t pid = shared()->pid;
   const uint64_t starts = shared()->starts;
-  const Figures f = shared()->figures;
+  Figures f = shared()->figures;
+  const Figures& base = shared()->reset_base;
+  const TimestampTz reset_at = shared()->reset_at;
+  // Counted since the last kvg_engine_worker_reset() (or the worker's start).
+  for (auto [figure, at_reset] : {std::pair{&f.passes, base.passes}, {&f.rows, base.rows}, {&f.served, base.served},
+                                  {&f.failed, base.failed}, {&f.cache_hits, base.cache_hits},
+                                  {&f.cache_misses, base.cache_misses},
+                                  {&f.gpu_weight_uploads, base.gpu_weight_uploads}})
+    *figure = *figure >= at_reset ? *figure - at_reset : 0;
   LWLockRelease(shared()->lock);
-  Datum values[16] = {Int32GetDatum(pid),
+  Datum values[17] = {Int32GetDatum(pid),
                       Int64GetDatum(int64(starts)),
                       CStringGetTextDatum(f.model),
                       Int32GetDatum(f.sequences),
@@ -357,18 +380,37 @@ Datum kvg_engine_worker(PG_FUNCTION_ARGS) {
                       Int64GetDatum(int64(f.cache_bytes)),
                       Int64GetDatum(int64(f.cache_hits)),
                       Int64GetDatum(int64(f.cache_misses)),
-                      Int64GetDatum(int64(f.gpu_weight_uploads))};
+                      Int64GetDatum(int64(f.gpu_weight_uploads)),
+                      TimestampTzGetDatum(reset_at)};
   const Oid auditor = get_role_oid("kvg_auditor", true);
   const bool sees_figures = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS) ||
                             (OidIsValid(auditor) && has_privs_of_role(GetUserId(), auditor));
-  bool nulls[16] = {};
+  bool nulls[17] = {};
   nulls[0] = pid == 0;
   nulls[2] = f.model[0] == '\0';
   constexpr int kFirstFigure = 3;  // pid, starts and model are everyone's to see
   if (!sees_figures)
     for (int i = kFirstFigure; i < 16; ++i) nulls[i] = true;
+  nulls[16] = reset_at == 0;  // never reset (when is everyone's to see)
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
   return Datum(0);
+}
+
+// kvg_engine_worker_reset(): the worker's cumulative figures (passes, rows,
+// served, failed, cache hits and misses, GPU uploads) count from now on, and
+// its batch peak from its next pass; returns when. EXECUTE is the owner's,
+// as pg_stat_reset()'s is the superuser's. Plain C: nothing to unwind.
+PG_FUNCTION_INFO_V1(kvg_engine_worker_reset);
+Datum kvg_engine_worker_reset(PG_FUNCTION_ARGS) {
+  if (!shared()) PG_RETURN_NULL();
+  const TimestampTz now = GetCurrentTimestamp();
+  LWLockAcquire(shared()->lock, LW_EXCLUSIVE);
+  shared()->reset_base = shared()->figures;
+  shared()->figures.batch_peak = 0;
+  shared()->forget_batch_peak = true;
+  shared()->reset_at = now;
+  LWLockRelease(shared()->lock);
+  PG_RETURN_TIMESTAMPTZ(now);
 }
 
 }

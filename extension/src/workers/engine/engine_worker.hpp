@@ -58,9 +58,16 @@ struct WorkerGeneration {
 // the caller's rights.
 using Supply = std::function<std::vector<std::pair<Digest, VerifiedBytes::Bytes>>(const std::vector<Digest>& ids)>;
 
+// What a waiting call hears of its generation: the worker took it from the
+// queue, and the tokens decoded so far (each time one arrives).
+struct Progress {
+  std::function<void()> claimed;
+  std::function<void(int64_t decoded)> decoded;
+};
+
 // Runs `request` in the worker and waits, interruptibly, for its end.
 // Raises 57V02 when the worker is not running or stops while it holds the
 // call, and the worker's error (its SQLSTATE) when it refused or failed it.
-WorkerGeneration generate(const GenerationRequest& request, const Supply& supply);
+WorkerGeneration generate(const GenerationRequest& request, const Supply& supply, const Progress& progress = {});
 
 }  // namespace kvg::pg::engine_worker

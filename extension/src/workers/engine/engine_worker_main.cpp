@@ -443,6 +443,8 @@ void Worker::reap() {
 void Worker::publish() {
   Shared* sh = shared();
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  if (sh->forget_batch_peak) batch_peak_ = 0;
+  sh->forget_batch_peak = false;
   Figures& f = sh->figures;
   f.sequences = int32_t(running_.size());
   f.queued = int32_t(waiting_.size());
@@ -521,6 +523,7 @@ void kvg_engine_worker_main(Datum) {
   sh->pid = MyProcPid;
   sh->latch = MyLatch;
   ++sh->starts;
+  sh->reset_base = {};  // its counters start from zero
   // Calls claimed by a worker before this one were failed by their callers
   // seeing it gone; their slots are free again.
   for (int i = 0; i < sh->slot_count; ++i)

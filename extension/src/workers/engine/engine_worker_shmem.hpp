@@ -48,6 +48,13 @@ struct Shared {
   Latch* latch;  // the worker's, set when a request is queued
   uint64_t starts;  // times a worker started: a call claimed by an earlier one knows it is gone
   Figures figures;
+  // kvg_engine_worker_reset(): the cumulative figures as they were then
+  // (shown less these), when, and a request the worker takes up at its next
+  // publication to forget its batch peak. A worker that starts counts from
+  // zero again, and clears the baseline.
+  Figures reset_base;
+  TimestampTz reset_at;
+  bool forget_batch_peak;
   int slot_count;
   Slot slots[FLEXIBLE_ARRAY_MEMBER];
 };
