@@ -1482,6 +1482,18 @@ COMMENT ON FUNCTION public.kvg_answer_detail(text, integer) IS
   'Answers from the library: recurring (the question is known: graft its artifact), transfer (related entries '
   'as context) or cold; one line of answer, with how it was made.';
 
+-- Set-based: every question of the array answered as kvg_answer_detail
+-- answers it alone (the same bytes), generated together in shared batched
+-- passes; n is the question's position. COST is per call: up to 256 answers.
+CREATE FUNCTION public.kvg_answers(questions text[], max_tokens integer DEFAULT 32)
+RETURNS TABLE (n integer, question text, answer text, mode text, verified boolean, knowledge_id bigint,
+               artifact text, tokens_grafted integer, tokens_prefilled integer, tokens_decoded integer,
+               graft_ms double precision, decode_ms double precision, audit_id bigint)
+AS 'MODULE_PATHNAME', 'kvg_answers' LANGUAGE C VOLATILE ROWS 64 COST 64000000;
+COMMENT ON FUNCTION public.kvg_answers(text[], integer) IS
+  'Answers every question of the array (at most 256) as kvg_answer_detail does, the same bytes, in shared batched '
+  'passes; one row per non-blank question, n its position.';
+
 CREATE FUNCTION public.kvg_answer(question text, max_tokens integer DEFAULT 32) RETURNS text
 AS 'MODULE_PATHNAME', 'kvg_answer' LANGUAGE C VOLATILE COST 1000000;
 COMMENT ON FUNCTION public.kvg_answer(text, integer) IS
@@ -1823,6 +1835,7 @@ GRANT EXECUTE ON FUNCTION
   public.kvg_solve(text, text, integer, integer),
   public.kvg_answer_detail(text, integer),
   public.kvg_answer(text, integer),
+  public.kvg_answers(text[], integer),
   public.kvg_audit_verify(bigint, text),
   kvg.audit_row_hash(kvg.audit),
   kvg.audit_field(text),

@@ -12,7 +12,7 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'kvg');
 SELECT is(array_agg(DISTINCT p.proname::text ORDER BY p.proname::text),
-          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_audit_writers', 'kvg_capture',
+          ARRAY['kvg_answer', 'kvg_answer_detail', 'kvg_answers', 'kvg_artifact_delete', 'kvg_artifact_verify', 'kvg_audit_verify', 'kvg_audit_writers', 'kvg_capture',
                 'kvg_chat', 'kvg_chat_prompt', 'kvg_engine_worker', 'kvg_engine_worker_reset', 'kvg_export', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                 'kvg_graft_check', 'kvg_import', 'kvg_learn',
                 'kvg_manifest', 'kvg_manifest_lines', 'kvg_model_info', 'kvg_orphans', 'kvg_progress', 'kvg_solve', 'kvg_tokenize', 'kvg_vacuum'],

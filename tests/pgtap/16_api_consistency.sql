@@ -71,7 +71,7 @@ SELECT is((kvg_model_info() ->> 'threads')::int, 3, 'which is kvg.max_threads');
 -- the planner tests every cheaper condition first.
 SELECT is(ARRAY(SELECT p.proname::text FROM pg_proc p
                 WHERE p.pronamespace = 'public'::regnamespace AND p.proname IN
-                  ('kvg_answer', 'kvg_answer_detail', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
+                  ('kvg_answer', 'kvg_answer_detail', 'kvg_answers', 'kvg_generate', 'kvg_generate_bytes', 'kvg_generate_positional',
                    'kvg_chat', 'kvg_capture', 'kvg_graft_check', 'kvg_import', 'kvg_learn', 'kvg_solve')
                   AND p.procost < 1000000 ORDER BY 1),
           ARRAY[]::text[], 'every function that runs the model has COST 1,000,000 or more');

@@ -53,8 +53,8 @@ std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model
 
 // Progress of long work as NOTICEs when kvg.progress_notices is set, at most
 // one per that interval: "kvg <what>: <done> of <total> tokens" with the rate
-// and the time left as DETAIL. An empty function otherwise. (Without
-// shared_preload_libraries an extension cannot add a pg_stat_progress_* view.)
+// and the time left as DETAIL. An empty function otherwise. (Other sessions
+// see every call's progress in kvg.progress: call_progress.hpp.)
 ProgressReport progress_notices(const char* what);
 
 // Refuses a decode budget outside 1 .. kvg.max_new_tokens (22023 / 54000).

@@ -1,5 +1,7 @@
 #include "extension/src/calls/generation_run.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "engine/answer_line.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
@@ -114,6 +116,53 @@ GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, 
   run.session_ = std::move(session);
   run.links_ = std::move(links);
   return run;
+}
+
+std::vector<GenerationRun> run_generations_together(EngineCall& call, const std::vector<std::vector<int32_t>>& prompts,
+                                                    const GenerateOptions& options,
+                                                    const std::vector<GenerationAsks>& asks) {
+  if (options.on_token) throw Error(ErrorCode::Internal, "generations run together decide per token through asks");
+  const size_t n = prompts.size();
+  EngineOptions each = call.options;  // the call's KV bound, shared out
+  if (each.max_kv_bytes > 0 && n > 0) each.max_kv_bytes = std::max<int64_t>(1, each.max_kv_bytes / int64_t(n));
+  std::vector<GenerationRun> runs(n);
+  std::vector<std::unique_ptr<Session>> sessions(n);
+  std::vector<std::optional<AnswerLine>> lines(n);
+  std::vector<std::unique_ptr<Generation>> generations;
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += int64_t(p.size());
+  call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Prefill);
+  for (size_t i = 0; i < n; ++i) {
+    sessions[i] = std::make_unique<Session>(call.model, each);
+    runs[i].grafted = graft_stored_prefix(call, *sessions[i], prompts[i]);
+    GenerateOptions own = options;
+    own.prefill_report = {};  // one report for all, below
+    own.decode_report = {};
+    if (asks[i].answer_line) {
+      lines[i].emplace(call.model->tokenizer(), prompts[i].back());
+      own.on_token = [&line = lines[i]](int32_t token) { return line->feed(token); };
+    }
+    generations.push_back(std::make_unique<Generation>(
+        *sessions[i], std::span<const int32_t>(prompts[i]).subspan(size_t(sessions[i]->n_past())), std::move(own)));
+  }
+  for (;;) {
+    std::vector<Generation*> running;
+    int64_t decoded = 0;
+    for (const auto& g : generations) {
+      decoded += int64_t(g->result().tokens.size());
+      if (!g->finished()) running.push_back(g.get());
+    }
+    if (decoded > 0) tracker.decoded(decoded);
+    if (running.empty()) break;
+    if (options.check) options.check();  // a cancel between passes
+    step_together(running);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    runs[i].result = generations[i]->result();
+    runs[i].link_ends_ = asks[i].link_ends;
+    runs[i].session_ = std::move(sessions[i]);  // the generations that use it end with this function
+  }
+  return runs;
 }
 
 }  // namespace kvg::pg

@@ -38,6 +38,9 @@ class GenerationRun {
  private:
   friend GenerationRun run_generation(EngineCall&, std::span<const int32_t>, const StoredPrefix&,
                                       const GenerateOptions&, const GenerationAsks&);
+  friend std::vector<GenerationRun> run_generations_together(EngineCall&, const std::vector<std::vector<int32_t>>&,
+                                                             const GenerateOptions&,
+                                                             const std::vector<GenerationAsks>&);
   std::vector<int64_t> link_ends_;
   std::unique_ptr<Session> session_;              // ran in this backend
   std::vector<std::vector<uint8_t>> links_;  // captured by the worker, in order
@@ -51,5 +54,15 @@ class GenerationRun {
 // generation may decide per token).
 GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                              const GenerateOptions& options, const GenerationAsks& asks = {});
+
+// The generations of several prompts of one call (a set-based call:
+// kvg_answers) in this backend, in shared batched passes (step_together),
+// each the same tokens as run_generation gives it alone, whatever else runs
+// beside it. Each grafts its own longest stored prefix. Their KV together
+// is bounded by kvg.max_kv_memory: each prompt gets its share. asks[i] is
+// prompts[i]'s; options.on_token must be empty.
+std::vector<GenerationRun> run_generations_together(EngineCall& call, const std::vector<std::vector<int32_t>>& prompts,
+                                                    const GenerateOptions& options,
+                                                    const std::vector<GenerationAsks>& asks);
 
 }  // namespace kvg::pg

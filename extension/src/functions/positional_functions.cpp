@@ -36,33 +36,7 @@ namespace {
 constexpr size_t kMaxBlocks = 1024;
 
 std::vector<Digest> block_list_arg(FunctionCallInfo fcinfo, int n) {
-  std::vector<std::optional<std::string>> items;
-  int dims = 0;
-  call([&] {
-    ArrayType* a = PG_GETARG_ARRAYTYPE_P(n);
-    dims = ARR_NDIM(a);
-    if (dims != 1) return;
-    Datum* elems = nullptr;
-    bool* nulls = nullptr;
-    int count = 0;
-    deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &count);
-    if (size_t(count) > kMaxBlocks) {
-      dims = -count;
-      return;
-    }
-    for (int i = 0; i < count; ++i) {
-      if (nulls[i]) {
-        items.emplace_back();
-        continue;
-      }
-      text* t = DatumGetTextPP(elems[i]);
-      items.emplace_back(std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)));
-    }
-  });
-  if (dims < 0)
-    throw Error(ErrorCode::OutOfRange, "artifacts names " + std::to_string(-dims) + " artifacts, more than " +
-                                           std::to_string(kMaxBlocks));
-  if (dims != 1 && dims != 0) throw Error(ErrorCode::InvalidArgument, "artifacts must be a one-dimensional array");
+  const std::vector<std::optional<std::string>> items = text_array_arg(fcinfo, n, kMaxBlocks, "artifacts");
   std::vector<Digest> out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!items[i]) throw Error(ErrorCode::InvalidArgument, "artifacts[" + std::to_string(i + 1) + "] is NULL");

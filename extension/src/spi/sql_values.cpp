@@ -22,9 +22,10 @@ bool arg_is_blank(FunctionCallInfo fcinfo, int n) {
   constexpr size_t kMaxBlankBytes = 1 << 20;  // read no more than this to decide
   if (arg_bytes(fcinfo, n) > kMaxBlankBytes) return false;
   text* value = call([&] { return PG_GETARG_TEXT_PP(n); });
-  const std::string_view s(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
-  return s.find_first_not_of(" \t\n\r\v\f") == std::string_view::npos;
+  return is_blank(std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value)));
 }
+
+bool is_blank(std::string_view text) { return text.find_first_not_of(" \t\n\r\v\f") == std::string_view::npos; }
 
 void require_arg(FunctionCallInfo fcinfo, int n, const char* name) {
   if (PG_ARGISNULL(n)) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must not be NULL");
@@ -125,6 +126,37 @@ Datum composite_result(FunctionCallInfo fcinfo, const std::vector<ResultValue>& 
     MemoryContextSwitchTo(old);
     return d;
   });
+}
+
+std::vector<std::optional<std::string>> text_array_arg(FunctionCallInfoBaseData* fcinfo, int n, size_t max_items,
+                                                       const char* name) {
+  ArrayType* a = call([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
+  if (ARR_NDIM(a) > 1) throw Error(ErrorCode::InvalidArgument, std::string(name) + " must be a one-dimensional array");
+  const int count = call([&] { return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)); });
+  if (size_t(count) > max_items)
+    throw Error(ErrorCode::OutOfRange, std::string(name) + " holds " + std::to_string(count) + " elements, more than " +
+                                           std::to_string(max_items));
+  Datum* elems = nullptr;
+  bool* nulls = nullptr;
+  int got = 0;
+  call([&] { deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &got); });
+  std::vector<std::optional<std::string>> items;
+  items.reserve(size_t(got));
+  for (int i = 0; i < got; ++i) {
+    if (nulls[i]) {
+      items.emplace_back();
+      continue;
+    }
+    const char* data = nullptr;
+    size_t size = 0;
+    call([&] {
+      text* t = DatumGetTextPP(elems[i]);
+      data = VARDATA_ANY(t);
+      size = VARSIZE_ANY_EXHDR(t);
+    });
+    items.emplace_back(std::string(data, size));
+  }
+  return items;
 }
 
 void notice(const std::string& message, const std::string& detail) {

@@ -21,10 +21,17 @@ bool arg_is_null(FunctionCallInfoBaseData* fcinfo, int n);
 // API answers with NULL, or no row, instead of an error (docs/sql.md). A
 // text of more than 1 MB is never blank (every prompt bound refuses it).
 bool arg_is_blank(FunctionCallInfoBaseData* fcinfo, int n);
+// Empty or only ASCII whitespace: the blankness arg_is_blank tests.
+bool is_blank(std::string_view text);
 // For functions that are not STRICT (they have optional arguments): throws
 // InvalidArgument naming `name` when a required argument is NULL.
 void require_arg(FunctionCallInfoBaseData* fcinfo, int n, const char* name);
 std::string text_arg(FunctionCallInfoBaseData* fcinfo, int n);
+// A one-dimensional text[] argument's elements (nullopt for a NULL one);
+// more than max_items is refused (54000) before an element is read, more
+// dimensions InvalidArgument, both naming `name`.
+std::vector<std::optional<std::string>> text_array_arg(FunctionCallInfoBaseData* fcinfo, int n, size_t max_items,
+                                                       const char* name);
 // A jsonb argument as its canonical JSON text (jsonb_out).
 std::string jsonb_text_arg(FunctionCallInfoBaseData* fcinfo, int n);
 // The argument's size in bytes, read from its header without detoasting it,
