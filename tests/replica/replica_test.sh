@@ -4,7 +4,8 @@
 #   - the same answer bytes on both; artifacts export and verify on the standby,
 #     for their owners only (another user is refused, 42501)
 #   - the standby's audit rows are on the primary, in one chain that verifies,
-#     with the standby's role and hashes; one forwarding connection per backend
+#     with the standby's role and hashes, and its answers' templates; one
+#     forwarding connection per backend
 #   - writes are refused on the standby (25006), a missing or bad
 #     kvg.audit_conninfo is a clear error, the setting is hidden from others
 #   - an artifact not yet replayed: a clear error naming the replay position
@@ -129,6 +130,11 @@ is "the forwarded row took the primary's audit writer, naming no transaction of 
   "$(p -c "SELECT caller_xid IS NULL, session_role, max_tokens, stop_reason IS NOT NULL,
                   prompt_tokens_sha256 ~ '^[0-9a-f]{64}\$', template_sha256 ~ '^[0-9a-f]{64}\$'
            FROM kvg.audit WHERE id = ${audit_id:-0}")" "t|replica_alice|32|t|t|t"
+s -U replica_alice -c "SET kvg.knowledge_template = E'Story: {solution}\\n{question}'" \
+  -c "SELECT count(*) FROM kvg_answer_detail('$q')" >/dev/null
+is "the template of a standby's answer is recorded on the primary, by the hash its row names" \
+  "$(p -c "SELECT t.template FROM kvg.audit a JOIN kvg.knowledge_templates t ON t.sha256 = a.template_sha256
+           WHERE a.operation = 'answer' ORDER BY a.id DESC LIMIT 1")" "$(printf 'Story: {solution}\n{question}')"
 # A sampled call's row carries what reproduces it (kvg reproduce), forwarded too.
 sampled=$(s -U replica_alice -c "SELECT kvg_generate(' there was', 6, '$artifact', seed => 4242, temperature => 0.8)")
 is "a standby's sampled generate: its row on the primary has temperature, seed, max_tokens and the artifact chain" \
