@@ -7,7 +7,7 @@
 -- middle of an append refuses the call and leaves nothing half-written; an
 -- artifact's store that waits holds no audited call (a lane of its own).
 BEGIN;
-SELECT plan(23);
+SELECT plan(24);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -136,6 +136,27 @@ SELECT is(encode(sha256(public.kvg_export(a.artifact_sha256)), 'hex'), :'capture
           'a kvg_auditor exports the artifact a capture row names')
 FROM kvg.audit a WHERE a.operation = 'capture' AND a.artifact_sha256 = :'captured' LIMIT 1;
 RESET ROLE;
+
+-- The writer reports its tables' changes (a background worker must), so
+-- autovacuum learns of the head's dead versions, one per audit row: the
+-- head's updates show in pg_stat_user_tables soon after a call.
+CREATE FUNCTION pg_temp.head_updates() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_stat_clear_snapshot();
+  RETURN (SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'kvg.audit_head'::regclass);
+END $$;
+SELECT pg_temp.head_updates() AS head_updates_before \gset
+SELECT public.kvg_generate('A statistic is', 2) \g /dev/null
+CREATE FUNCTION pg_temp.head_updates_after(before bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 100 LOOP
+    EXIT WHEN pg_temp.head_updates() > before;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN pg_temp.head_updates();
+END $$;
+SELECT cmp_ok(pg_temp.head_updates_after(:head_updates_before), '>', :head_updates_before::bigint,
+              'the writer reports its updates of the chain''s head to the statistics autovacuum reads');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -281,6 +281,7 @@ void kvg_verifier_main(Datum main_arg) {
         PopActiveSnapshot();
         CommitTransactionCommand();  // the copy outlives this session and the depositor's transaction
         verdict.committed = true;
+        pgstat_report_stat(true);  // a background worker reports its catalog changes itself
       }
     } else {
       verify(request);
