@@ -571,9 +571,9 @@ COMMENT ON FUNCTION kvg.audit_row_hash(kvg.audit) IS 'The row_hash of an audit r
 
 -- Inserts one row and links it as the chain's next; returns its id. The
 -- audit writer (extension/src/workers/writer/writer.cpp) calls it for every row, in
--- its own READ COMMITTED transaction, many rows per commit: the EXCLUSIVE
--- lock on the head (readers are not blocked) is held from here to that
--- commit by the writer alone, never in a caller's transaction.
+-- its own READ COMMITTED transaction, many rows per commit: the lock on the
+-- head's row (readers are not blocked) is held from here to that commit by
+-- the writer alone, never in a caller's transaction.
 CREATE FUNCTION kvg.audit_insert(operation text, role name, model_fingerprint text, recipe text,
                                  input_sha256 text, artifact_sha256 text, output_sha256 text,
                                  logits_sha256 text, tokens_in integer, tokens_out integer,
@@ -604,14 +604,22 @@ BEGIN
     INSERT INTO kvg.knowledge_templates (sha256, template)
     VALUES (audit_insert.template_sha256, audit_insert.template_text) ON CONFLICT DO NOTHING;
   END IF;
-  LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
-  SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h;
-  -- No head: the first row ever, or a deleted head. Continuing after the
-  -- last seq from 64 zeros keeps a deleted head evident (kvg_audit_verify).
+  -- Appends are serialized on the head's row, locked until the writer
+  -- commits. A row lock, not a table lock: autovacuum skips a table it cannot
+  -- lock at once, and under a busy writer it never cleaned the head's dead
+  -- versions, one per row appended, so each link read a longer table.
+  SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h FOR UPDATE;
+  -- No head: the first row ever, or a deleted head; the table lock makes the
+  -- new head the only one. Continuing after the last seq from 64 zeros keeps
+  -- a deleted head evident (kvg_audit_verify).
   IF NOT FOUND THEN
-    INSERT INTO kvg.audit_head (last_id, last_seq, last_hash)
-    VALUES (NULL, (SELECT max(a.seq) FROM kvg.audit a), repeat('0', 64))
-    RETURNING last_seq, last_hash INTO head;
+    LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
+    SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h FOR UPDATE;
+    IF NOT FOUND THEN
+      INSERT INTO kvg.audit_head (last_id, last_seq, last_hash)
+      VALUES (NULL, (SELECT max(a.seq) FROM kvg.audit a), repeat('0', 64))
+      RETURNING last_seq, last_hash INTO head;
+    END IF;
   END IF;
   r.id := nextval('kvg.audit_id_seq');
   r.seq := coalesce(head.last_seq, 0) + 1;
