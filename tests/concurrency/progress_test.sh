@@ -67,6 +67,24 @@ q -c "ALTER SYSTEM RESET kvg.engine_max_batch" -c "SELECT pg_reload_conf()" >/de
 echo "$rows" | grep -q "^$db|queued|"
 check "a call waiting for the busy worker shows as queued" $? "$(echo "$rows" | sort | uniq -c | head -5)"
 
+# A caller terminated while it waits for the worker (a FATAL, which unwinds
+# nothing) leaves no row behind.
+PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" PGAPPNAME=kvg_progress_doomed psql -X -q -At -d "$db" \
+  -c "$long_call" >/dev/null 2>&1 &
+doomed=$!
+gone=$(q -c "DO \$\$ BEGIN FOR i IN 1..10000 LOOP
+         PERFORM pg_stat_clear_snapshot();  -- pg_stat_activity is read once a transaction otherwise
+         EXIT WHEN EXISTS (SELECT FROM kvg.progress p JOIN pg_stat_activity a USING (pid)
+                           WHERE a.application_name = 'kvg_progress_doomed' AND p.phase = 'decode');
+         PERFORM pg_sleep(0.002);
+       END LOOP; END \$\$" \
+  -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kvg_progress_doomed'" \
+  -c "SELECT pg_sleep(0.5)" -c "SELECT count(*) FROM kvg.progress WHERE pid <> pg_backend_pid()" \
+  -c "SELECT * FROM kvg.progress WHERE pid <> pg_backend_pid()")
+wait $doomed
+[ "$(echo "$gone" | tail -1)" = 0 ] && [ "$(echo "$gone" | head -1)" = t ]  # terminated; no row left
+check "a caller terminated while its call runs in the worker leaves no row in kvg.progress" $? "$gone"
+
 # Notices: the decode's progress reaches a caller whose call runs in the worker.
 out=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker -c kvg.progress_notices=100" \
   psql -X -q -At -d "$db" -c "$long_call" 2>&1)

@@ -1,5 +1,6 @@
 #include "extension/src/calls/call_progress.hpp"
 
+#include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/pg/shared_struct.hpp"
 #include "extension/src/pg/postgres.hpp"
 
@@ -8,6 +9,7 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
@@ -85,8 +87,25 @@ const char* phase_name(int32 phase) {
 
 void setup_at_preload() { request_shared_struct(kSharedMemory); }
 
+namespace {
+
+// A backend that ends inside a call (pg_terminate_backend while it waits
+// for the engine worker: a FATAL, which unwinds no C++ frame, so ~Tracker
+// never runs) clears its slot on its way out: kvg.progress shows no call of
+// a gone process.
+void clear_at_exit(int, Datum) {
+  if (shared_memory && MyProc) write(&shared_memory->slots[MyProc->pgprocno], [](Slot& s) { s.pid = 0; });
+}
+
+}  // namespace
+
 Tracker::Tracker(int64_t prompt_tokens, int64_t max_tokens, Phase first)
     : slot_(shared_memory && MyProc ? &shared_memory->slots[MyProc->pgprocno] : nullptr) {
+  static bool exit_hook = false;
+  if (slot_ && !exit_hook) {
+    call([] { before_shmem_exit(clear_at_exit, Datum(0)); });
+    exit_hook = true;
+  }
   const TimestampTz now = GetCurrentTimestamp();
   write(slot_, [&](Slot& s) {
     s.pid = MyProcPid;

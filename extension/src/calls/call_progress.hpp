@@ -16,7 +16,8 @@ void setup_at_preload();
 enum class Phase : int32_t { Idle = 0, Queued, Prefill, Decode };
 
 // The slot of this backend while one generation runs; cleared when it ends,
-// however it ends. Does nothing when kvg was not preloaded.
+// however it ends (a backend that exits inside it clears it on its way
+// out). Does nothing when kvg was not preloaded.
 class Tracker {
  public:
   Tracker(int64_t prompt_tokens, int64_t max_tokens, Phase first);
