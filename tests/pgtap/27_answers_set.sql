@@ -2,7 +2,7 @@
 -- in this backend), each row the bytes kvg_answer_detail gives that question
 -- alone, verified and audited on its own (docs/sql.md).
 BEGIN;
-SELECT plan(12);
+SELECT plan(15);
 \getenv data KVG_TEST_DATA
 SELECT set_config('kvg.model', :'data' || '/models/stories260K.gguf', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';
@@ -50,6 +50,16 @@ SELECT throws_ok($$SELECT * FROM kvg_answers(array_fill('Lily had a'::text, ARRA
                  'questions holds 257 elements, more than 256', 'more than 256 questions are refused before any work');
 SELECT throws_ok($$SELECT * FROM kvg_answers(ARRAY[['a', 'b'], ['c', 'd']])$$, '22023', NULL,
                  'a two-dimensional array is refused');
+
+-- Their KV together is bounded by kvg.max_kv_memory: a question that fits
+-- alone does not fit its 64th share, and the error says which limit.
+SET LOCAL kvg.max_kv_memory = '64kB';
+SELECT lives_ok($$SELECT * FROM kvg_answer_detail('Lily had a', 12)$$, 'one question fits in 64 kB alone');
+SELECT throws_like($$SELECT * FROM kvg_answers(array_fill('Lily had a'::text, ARRAY[64]), 12)$$,
+                   '%above kvg.max_kv_memory''s share for each prompt of the call = 1024 bytes%',
+                   'sixty-four do not: each gets its share of kvg.max_kv_memory, and the error names it');
+SELECT throws_ok($$SELECT * FROM kvg_answers(array_fill('Lily had a'::text, ARRAY[64]), 12)$$, '54000', NULL,
+                 'as 54000, before any pass');
 
 SELECT * FROM finish();
 ROLLBACK;

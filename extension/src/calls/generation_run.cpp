@@ -124,7 +124,10 @@ std::vector<GenerationRun> run_generations_together(EngineCall& call, const std:
   if (options.on_token) throw Error(ErrorCode::Internal, "generations run together decide per token through asks");
   const size_t n = prompts.size();
   EngineOptions each = call.options;  // the call's KV bound, shared out
-  if (each.max_kv_bytes > 0 && n > 0) each.max_kv_bytes = std::max<int64_t>(1, each.max_kv_bytes / int64_t(n));
+  if (each.max_kv_bytes > 0 && n > 0) {
+    each.max_kv_bytes = std::max<int64_t>(1, each.max_kv_bytes / int64_t(n));
+    each.kv_limit_name = "kvg.max_kv_memory's share for each prompt of the call";  // a literal: sessions outlive this
+  }
   std::vector<GenerationRun> runs(n);
   std::vector<std::unique_ptr<Session>> sessions(n);
   std::vector<std::optional<AnswerLine>> lines(n);
