@@ -44,14 +44,16 @@ stage_for_server() {
   echo "$dst"
 }
 
-# init_private_cluster DATA SOCKET_DIR PORT [SETTING...]: initdb DATA, as
-# the server's user, for a throwaway test cluster: trust authentication, a
-# Unix socket in SOCKET_DIR on PORT, no TCP, and each SETTING ("name =
-# value") appended to its postgresql.conf.
+# init_private_cluster DATA SOCKET_DIR PORT [--initdb=ARG...] [SETTING...]:
+# initdb DATA (with each ARG), as the server's user, for a throwaway test
+# cluster: trust authentication, a Unix socket in SOCKET_DIR on PORT, no
+# TCP, and each SETTING ("name = value") appended to its postgresql.conf.
 init_private_cluster() {
-  local data=$1 socket_dir=$2 port=$3
+  local data=$1 socket_dir=$2 port=$3 initdb_args=()
   shift 3
-  as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null || return 1
+  while [ $# -gt 0 ] && [[ $1 == --initdb=* ]]; do initdb_args+=("${1#--initdb=}"); shift; done
+  as_postgres "$pg_bin/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale "${initdb_args[@]}" \
+    >/dev/null || return 1
   printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$socket_dir'" "port = $port" "$@" \
     >>"$data/postgresql.conf"
 }

@@ -30,8 +30,10 @@
 #   9. disk full: tests/disk_full/disk_full_test.sh fills a 48 MB tmpfs it
 #      mounts (a tablespace of another throwaway cluster) until 53100, with
 #      and without kvg.min_free_disk, and gets the space back as
-#      docs/operations.md says. Needs root or sudo to mount: without, it
-#      skips (77), which CI=true counts as a failure.
+#      docs/operations.md says; tests/disk_full/wal_full_test.sh does the
+#      same with a whole cluster, pg_wal included, on a 192 MB tmpfs, where
+#      a WAL write that finds no room is a PANIC. Need root or sudo to
+#      mount: without, they skip (77), which CI=true counts as a failure.
 #  10. quickstart: tests/quickstart/quickstart_test.sh pastes the README's
 #      quickstart into a throwaway cluster (ALTER SYSTEM, pg_reload_conf()
 #      and a call at once) and checks each documented result.
@@ -268,6 +270,9 @@ own_cluster_test quickstart tests/quickstart/quickstart_test.sh
 
 echo "== disk full (tests/disk_full/disk_full_test.sh: a 48 MB tmpfs, its own throwaway cluster)"
 own_cluster_test disk_full tests/disk_full/disk_full_test.sh
+
+echo "== WAL full (tests/disk_full/wal_full_test.sh: a whole cluster on a 192 MB tmpfs, pg_wal included)"
+own_cluster_test wal_full tests/disk_full/wal_full_test.sh
 
 echo "PostgreSQL tests: ${totals[0]} passed, ${totals[1]} failed, ${totals[2]} skipped"
 if [ ${#failed[@]} -gt 0 ]; then

@@ -9,92 +9,27 @@
 #  1. kvg.min_free_disk = 16MB: captures, each committed, until kvg refuses
 #     with 53100 while the filesystem still has that headroom; nothing is
 #     half-written, an answer that stores nothing still works. The procedure
-#     (kvg_artifact_delete, kvg_vacuum(), VACUUM pg_largeobject) runs in the
+#     (kvg_artifact_delete in batches, CHECKPOINT after each, kvg_vacuum(),
+#     VACUUM pg_largeobject) runs in the
 #     headroom, and captures succeed again in the space it gave back.
 #  2. kvg.min_free_disk = 0 (no headroom): captures until PostgreSQL itself
 #     fails with 53100; nothing is half-written. The procedure for a full
 #     disk: make room outside the database first (here the ballast file the
 #     runbook keeps), then the same steps; a capture succeeds again.
 #
-# Prints "ok N - ..." / "not ok N - ..." lines. Needs root (mount) and the
+# tests/disk_full/wal_full_test.sh does the same with WAL on the small
+# filesystem. Prints "ok N - ..." / "not ok N - ..." lines. Needs root (mount) and the
 # extension installed (scripts/pg-cluster.sh start does that). Exits 77 when
 # it cannot mount (not root, no sudo): scripts/pg-test.sh counts that as a
 # skip, and as a failure under CI=true.
 set -uo pipefail
 source "$(dirname "$0")/../../scripts/pg-env.sh"
-model=${KVG_DISK_FULL_MODEL:-${KVG_TEST_DATA:-$repo/tests/data}/models/stories260K.gguf}
-[ -f "$model" ] || { echo "disk full test: no model at $model"; exit 1; }
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-  sudo -n true 2>/dev/null || { echo "disk full test: mounting a tmpfs needs root or sudo"; exit 77; }
-  sudo="sudo -n"
-fi
-port=$((pg_port + 102))
-dir=$(mktemp -d /tmp/kvg-diskfull.XXXXXX)  # the server's user owns it: its socket goes there
-chmod 755 "$dir"
-$sudo chown postgres: "$dir"
-small=$dir/small   # the small filesystem
+source "$(dirname "$0")/disk_full_lib.sh"
+begin_test "disk full test" 102 diskfull
 data=$dir/data     # the cluster, on the ordinary disk
-export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=diskfull
-n=0 failures=0
-
-cleanup() {
-  as_postgres "$pg_bin/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
-  mountpoint -q "$small" && $sudo umount "$small"
-  $sudo rm -rf "$dir"
-}
-trap cleanup EXIT
-
-check() {  # check CONDITION-EXIT-STATUS DESCRIPTION
-  n=$((n + 1))
-  if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failures=$((failures + 1)); fi
-}
-q() { psql -X -At -v ON_ERROR_STOP=1 -c "$1"; }
-free_mb() { df -m --output=avail "$small" | tail -1 | tr -d ' '; }
-
-# Captures of ~360 tokens (about 460 KB each), each in its own transaction,
-# until one fails; prints how many were stored and the error, with SQLSTATE.
-# The number comes first in the prompt, so no capture's tokens begin another's.
-fill() {
-  local before after err
-  before=$(q "SELECT count(*) FROM kvg.artifacts")
-  err=$(psql -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -c "
-    DO \$\$
-    BEGIN
-      FOR i IN 1..1000 LOOP
-        PERFORM public.kvg_capture(format('Story %s. ', i + $1) || repeat('Once upon a time there was a girl. ', 40));
-        COMMIT;
-      END LOOP;
-    END \$\$" 2>&1 | grep -m1 '^ERROR:')
-  after=$(q "SELECT count(*) FROM kvg.artifacts")
-  echo "$((after - before)) $err"
-}
-
-# Nothing half-written: every artifact verifies, no large object without its
-# row or row without its object, every artifact has the audit row of its
-# capture, the audit chain verifies.
-consistent() {
-  q "SELECT (SELECT count(*) FILTER (WHERE NOT (public.kvg_artifact_verify(sha256)).ok) FROM kvg.artifacts)
-          + (SELECT count(*) FROM public.kvg_orphans())
-          + (SELECT count(*) FROM kvg.artifacts a WHERE NOT EXISTS
-              (SELECT FROM kvg.audit u WHERE u.operation = 'capture' AND u.artifact_sha256 = a.sha256))
-          + (CASE WHEN (public.kvg_audit_verify()).ok THEN 0 ELSE 1 END)"
-}
-
-# The documented procedure: delete the oldest half of the artifacts (plain
-# captures: kvg_artifact_delete needs no force), unlink orphans, VACUUM.
-reclaim() {
-  local half=$(( $(q "SELECT count(*) FROM kvg.artifacts") / 2 ))
-  q "SELECT sum(public.kvg_artifact_delete(sha256)) FROM
-       (SELECT sha256 FROM kvg.artifacts ORDER BY created_at, sha256 LIMIT $half) oldest" >/dev/null &&
-    q "SELECT public.kvg_vacuum()" >/dev/null &&
-    psql -X -q -v ON_ERROR_STOP=1 -c "VACUUM pg_largeobject"
-}
 
 echo "disk full test: cluster on port $port, a 48 MB tmpfs at $small"
-mkdir "$small"
-$sudo mount -t tmpfs -o size=48m,mode=755 kvg-disk-full "$small" ||
-  { echo "disk full test: cannot mount a tmpfs"; exit 77; }
+mount_small disk-full 48
 # The runbook's ballast: 4 MB kept on the filesystem, to delete when it fills.
 $sudo fallocate -l 4M "$small/ballast"
 $sudo mkdir "$small/tablespace" && $sudo chown postgres: "$small/tablespace"
@@ -112,14 +47,7 @@ q "ALTER DATABASE diskfull SET kvg.device = 'cpu'" >/dev/null
 echo "# $(free_mb) MB free on the small filesystem after CREATE DATABASE"
 
 echo "# 1. headroom: kvg.min_free_disk = 16MB"
-q "ALTER DATABASE diskfull SET kvg.min_free_disk = '16MB'" >/dev/null
-read -r stored err < <(fill 0)
-free=$(free_mb)
-echo "# stored $stored artifacts, then: $err ($free MB free)"
-[ "$stored" -ge 10 ]
-check $? "captures are stored until the headroom is reached ($stored)"
-[[ "$err" == "ERROR:  53100: kvg refuses to store a new artifact"*"less than kvg.min_free_disk (16 MB)"* ]]
-check $? "then kvg refuses a capture with 53100, naming kvg.min_free_disk"
+fill_until_kvg_refuses
 [ "$free" -ge 14 ]
 check $? "the headroom is kept: $free MB free (at least 14 of the 16 MB)"
 [ "$(consistent)" = 0 ]
@@ -136,8 +64,8 @@ los=$(q "SELECT count(*) FROM pg_largeobject_metadata")
 arts=$(q "SELECT count(*) FROM kvg.artifacts")
 [ "$los" = "$arts" ]
 check $? "the refused captures left no large object behind ($los objects, $arts artifacts)"
-reclaim
-check $? "the procedure runs in the headroom: kvg_artifact_delete the oldest half, kvg_vacuum(), VACUUM pg_largeobject"
+reclaim 4
+check $? "the procedure runs in the headroom: kvg_artifact_delete the oldest half in 4 MB batches with a CHECKPOINT after each, kvg_vacuum(), VACUUM pg_largeobject"
 echo "# $(free_mb) MB free after it: VACUUM makes the deleted pages reusable inside pg_largeobject, and returns only the file's tail to the filesystem"
 read -r again err < <(fill 1000)
 echo "# stored $again artifacts again, then: $err"
@@ -162,16 +90,11 @@ else
 fi
 $sudo rm "$small/ballast"
 echo "# removed the 4 MB ballast: $(free_mb) MB free"
-reclaim
+reclaim 4
 check $? "with the ballast gone, the procedure runs"
 [ "$(consistent)" = 0 ]
 check $? "after it: artifacts verify, no orphans, the audit chain verifies"
 q "SELECT public.kvg_capture('After the ballast went, the cat came back.')" >/dev/null
 check $? "a capture succeeds again"
 
-echo "1..$n"
-if [ "$failures" -gt 0 ]; then
-  echo "disk full test: $failures of $n FAILED"; tail -20 "$dir/server.log"
-  exit 1
-fi
-echo "disk full test: all $n passed"
+finish "disk full test" "$dir/server.log"
