@@ -72,6 +72,7 @@ GenerationRequest generation_request() {
   r.prefill_chunk = 512;
   r.answer_line = true;
   r.capture_ends = {64, 128, 4096};
+  r.max_kv_is_share = true;
   return r;
 }
 
@@ -156,6 +157,7 @@ TEST(WorkerProtocol, AGenerationRequestKeepsEveryValue) {
   EXPECT_EQ(got.prefill_chunk, 512);
   EXPECT_TRUE(got.answer_line);
   EXPECT_EQ(got.capture_ends, sent.capture_ends);
+  EXPECT_TRUE(got.max_kv_is_share);
 }
 
 TEST(WorkerProtocol, EachEngineReplyComesBackAsItsOwnKind) {

@@ -54,19 +54,22 @@ engine_worker::Supply supply_from(EngineCall& call) {
   };
 }
 
-GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
-                            const GenerateOptions& options, const GenerationAsks& asks,
-                            std::vector<std::vector<uint8_t>>& links) {
+// The request for one generation in the worker: the prompt, the chain
+// chosen for it (by identity: the worker asks for the bytes it lacks), and
+// what the caller's options and asks say.
+engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const int32_t> prompt,
+                                             const ChosenPrefix& chosen, const GenerateOptions& options,
+                                             const GenerationAsks& asks, int64_t max_kv_bytes, bool kv_share) {
   if (options.on_token)
     throw Error(ErrorCode::Internal, "a generation that decides per token runs in its backend, not the worker");
-  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
   engine_worker::GenerationRequest request;
   request.model_path = call.model->path();
   request.model_fingerprint = call.model->fingerprint();
   request.recipe = call.options.recipe.name();
   request.device = call.options.device;
   request.gpu_staging_bytes = call.options.gpu_staging_bytes;
-  request.max_kv_bytes = call.options.max_kv_bytes;
+  request.max_kv_bytes = max_kv_bytes;
+  request.max_kv_is_share = kv_share;
   request.prompt.assign(prompt.begin(), prompt.end());
   request.leaf = chosen.chain.leaf;
   if (request.leaf)
@@ -81,14 +84,12 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   request.prefill_chunk = options.prefill_chunk;
   request.answer_line = asks.answer_line;
   request.capture_ends = asks.link_ends;
-  // The worker says when it takes the call and sends each token as it is
-  // decoded: kvg.progress and the decode's progress notices follow them.
-  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
-  const ProgressReport decoded = decode_progress(tracker, options.decode_report);
-  engine_worker::Progress progress;
-  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
-  progress.decoded = [&decoded, &options](int64_t n) { decoded(n, options.max_new_tokens); };
-  engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(call), progress);
+  return request;
+}
+
+// What the worker ran, as this backend's run would say it.
+GenerationRun run_from(const ChosenPrefix& chosen, engine_worker::WorkerGeneration ran,
+                       std::vector<std::vector<uint8_t>>& links) {
   GenerationRun run;
   run.grafted.proven = chosen.proven;
   run.grafted.leaf = chosen.chain.leaf;
@@ -97,6 +98,56 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   run.result = std::move(ran.result);
   links = std::move(ran.links);
   return run;
+}
+
+GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                            const GenerateOptions& options, const GenerationAsks& asks,
+                            std::vector<std::vector<uint8_t>>& links) {
+  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
+  const engine_worker::GenerationRequest request =
+      request_for(call, prompt, chosen, options, asks, call.options.max_kv_bytes, false);
+  // The worker says when it takes the call and sends each token as it is
+  // decoded: kvg.progress and the decode's progress notices follow them.
+  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
+  const ProgressReport decoded = decode_progress(tracker, options.decode_report);
+  engine_worker::Progress progress;
+  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.decoded = [&decoded, &options](size_t, int64_t n) { decoded(n, options.max_new_tokens); };
+  return run_from(chosen, engine_worker::generate(request, supply_from(call), progress), links);
+}
+
+// run_generations_together's prompts handed to the worker as one call: its
+// sequences share the worker's passes with each other and with every other
+// caller's. Each gets its share of kvg.max_kv_memory, as in this backend.
+std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::vector<std::vector<int32_t>>& prompts,
+                                                  const GenerateOptions& options,
+                                                  const std::vector<GenerationAsks>& asks, int64_t share,
+                                                  std::vector<std::vector<std::vector<uint8_t>>>& links) {
+  const size_t n = prompts.size();
+  std::vector<ChosenPrefix> chosen;
+  std::vector<engine_worker::GenerationRequest> requests;
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < n; ++i) {
+    chosen.push_back(choose_stored_prefix(call, prompts[i], {}));
+    requests.push_back(request_for(call, prompts[i], chosen[i], options, asks[i], share, true));
+    prompt_tokens += int64_t(prompts[i].size());
+  }
+  call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Queued);
+  std::vector<int64_t> decoded_each(n, 0);
+  int64_t decoded = 0;
+  engine_worker::Progress progress;
+  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.decoded = [&](size_t i, int64_t k) {
+    decoded += k - decoded_each[i];
+    decoded_each[i] = k;
+    tracker.decoded(decoded);
+  };
+  std::vector<engine_worker::WorkerGeneration> ran =
+      engine_worker::generate_together(requests, supply_from(call), progress);
+  std::vector<GenerationRun> runs;
+  links.resize(n);
+  for (size_t i = 0; i < n; ++i) runs.push_back(run_from(chosen[i], std::move(ran[i]), links[i]));
+  return runs;
 }
 
 }  // namespace
@@ -126,7 +177,16 @@ std::vector<GenerationRun> run_generations_together(EngineCall& call, const std:
   EngineOptions each = call.options;  // the call's KV bound, shared out
   if (each.max_kv_bytes > 0 && n > 0) {
     each.max_kv_bytes = std::max<int64_t>(1, each.max_kv_bytes / int64_t(n));
-    each.kv_limit_name = "kvg.max_kv_memory's share for each prompt of the call";  // a literal: sessions outlive this
+    each.kv_limit_name = worker_protocol::kKvShareLimitName;  // a literal: sessions outlive this
+  }
+  if (engine_worker::in_use()) {
+    std::vector<std::vector<std::vector<uint8_t>>> links;
+    std::vector<GenerationRun> runs = together_in_the_worker(call, prompts, options, asks, each.max_kv_bytes, links);
+    for (size_t i = 0; i < n; ++i) {
+      runs[i].link_ends_ = asks[i].link_ends;
+      runs[i].links_ = std::move(links[i]);
+    }
+    return runs;
   }
   std::vector<GenerationRun> runs(n);
   std::vector<std::unique_ptr<Session>> sessions(n);

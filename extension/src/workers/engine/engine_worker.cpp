@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/model/model_settings.hpp"
@@ -88,27 +89,47 @@ void abandon_at_exit(int, Datum) {
   LWLockRelease(shared_memory->lock);
 }
 
-// The segment of one call (engine_worker_shmem.hpp: CallKey): the request,
-// and the two queues attached from this side.
+// The segment of one call (engine_worker_shmem.hpp: CallKey): each
+// generation's request, and its two queues attached from this side.
 struct CallSegment {
   dsm_segment* segment;
-  shm_mq_handle* replies;
-  shm_mq_handle* supply;
+  std::vector<shm_mq_handle*> replies;
+  std::vector<shm_mq_handle*> supply;
 };
 
-// Plain C calls on what the caller made: run under pg::call.
-CallSegment create_call_segment(const GenerationRequest& request, size_t queue_bytes) {
-  const size_t request_bytes = worker_protocol::framed_size(request);
-  const toc_segment::Chunk chunks[] = {
-      {kRequestKey, request_bytes}, {kReplyQueueKey, queue_bytes}, {kSupplyQueueKey, kSupplyQueueBytes}};
-  void* places[3];
+// The reply queue of a generation of a call of `count`: links come back on
+// a larger one.
+size_t reply_queue_bytes(const GenerationRequest& request, size_t count) {
+  if (request.capture_ends.empty()) return kReplyQueueBytes;
+  return count == 1 ? kLinkReplyQueueBytes : kGroupLinkReplyQueueBytes;
+}
+
+// The chunks of a call's segment: each generation's request and queues.
+std::vector<toc_segment::Chunk> call_chunks(const std::vector<GenerationRequest>& requests) {
+  std::vector<toc_segment::Chunk> chunks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    chunks.push_back({call_key(kRequestKey, i), worker_protocol::framed_size(requests[i])});
+    chunks.push_back({call_key(kReplyQueueKey, i), reply_queue_bytes(requests[i], requests.size())});
+    chunks.push_back({call_key(kSupplyQueueKey, i), kSupplyQueueBytes});
+  }
+  return chunks;
+}
+
+// Plain C calls on what the caller made (`made`'s queues sized for every
+// generation, `places` for every chunk): run under pg::call.
+dsm_segment* create_call_segment(const std::vector<GenerationRequest>& requests,
+                                 const std::vector<toc_segment::Chunk>& chunks, void** places, CallSegment& made) {
   dsm_segment* segment = toc_segment::create(kCallMagic, chunks, places);
-  worker_protocol::encode_framed(request, static_cast<char*>(places[0]), request_bytes);  // sized for it
-  shm_mq* replies = shm_mq_create(places[1], queue_bytes);
-  shm_mq_set_receiver(replies, MyProc);
-  shm_mq* supply = shm_mq_create(places[2], kSupplyQueueBytes);
-  shm_mq_set_sender(supply, MyProc);
-  return {segment, shm_mq_attach(replies, segment, nullptr), shm_mq_attach(supply, segment, nullptr)};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    worker_protocol::encode_framed(requests[i], static_cast<char*>(places[3 * i]), chunks[3 * i].bytes);
+    shm_mq* replies = shm_mq_create(places[3 * i + 1], chunks[3 * i + 1].bytes);
+    shm_mq_set_receiver(replies, MyProc);
+    shm_mq* supply = shm_mq_create(places[3 * i + 2], kSupplyQueueBytes);
+    shm_mq_set_sender(supply, MyProc);
+    made.replies[i] = shm_mq_attach(replies, segment, nullptr);
+    made.supply[i] = shm_mq_attach(supply, segment, nullptr);
+  }
+  return segment;
 }
 
 // A call in flight: its segment and slot. Leaving before the end (an error,
@@ -129,13 +150,13 @@ class Call {
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
-  shm_mq_handle* replies() const { return segment_.replies; }
+  shm_mq_handle* replies(size_t index) const { return segment_.replies[index]; }
   void finished() { finished_ = true; }
 
-  // Answers a Need: the artifacts in a segment of their own, its handle on
-  // the supply queue. The segment lives until the call ends (the worker
-  // copies from it before it grafts).
-  void send_supply(const std::vector<std::pair<Digest, VerifiedBytes::Bytes>>& artifacts) {
+  // Answers generation `index`'s Need: the artifacts in a segment of their
+  // own, its handle on the generation's supply queue. The segment lives
+  // until the call ends (the worker copies from it before it grafts).
+  void send_supply(size_t index, const std::vector<std::pair<Digest, VerifiedBytes::Bytes>>& artifacts) {
     worker_protocol::SuppliedArtifacts supplied;
     for (const auto& [id, bytes] : artifacts) supplied.artifacts.push_back({id, bytes});
     const toc_segment::Chunk chunk{kSuppliedKey, worker_protocol::framed_size(supplied)};
@@ -145,7 +166,7 @@ class Call {
     worker_protocol::encode_framed(supplied, static_cast<char*>(place), chunk.bytes);
     const std::string notice = worker_protocol::encode(worker_protocol::SupplyNotice{dsm_segment_handle(segment)});
     const shm_mq_result sent =
-        call([&] { return shm_mq_send(segment_.supply, notice.size(), notice.data(), false, true); });
+        call([&] { return shm_mq_send(segment_.supply[index], notice.size(), notice.data(), false, true); });
     if (sent != SHM_MQ_SUCCESS) worker_down("the engine worker stopped while it ran this call");
   }
 
@@ -189,13 +210,14 @@ class Call {
 };
 
 // Queues the call in this backend's slot and wakes the worker.
-uint64_t queue_call(const CallSegment& segment) {
+uint64_t queue_call(const CallSegment& segment, size_t generations) {
   static worker_protocol::RequestIds request_ids;
   const uint64_t request_id = request_ids.next(MyProcPid);
   LWLockAcquire(shared_memory->lock, LW_EXCLUSIVE);
   Slot& s = shared_memory->slots[MyProc->pgprocno];
   (void)s.request.queue(request_id);  // a fresh id: always queued
   s.segment = dsm_segment_handle(segment.segment);
+  s.generations = int32_t(generations);
   s.caller = MyProcPid;
   s.queued_at = GetCurrentTimestamp();
   s.claimed_by = 0;
@@ -206,26 +228,26 @@ uint64_t queue_call(const CallSegment& segment) {
   return request_id;
 }
 
-// One reply taken into `out`: true at the end (Done), after raising the
-// worker's error for Failed.
-bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, const Supply& supply, const Progress& progress,
-                WorkerGeneration& out) {
+// One reply to generation `index` taken into `out`: true at its end (Done),
+// after raising the worker's error for Failed.
+bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, size_t index, const Supply& supply,
+                const Progress& progress, WorkerGeneration& out) {
   using namespace worker_protocol;
   if (auto* token = std::get_if<TokenReply>(&reply)) {
     out.result.tokens.push_back(token->token);
-    if (progress.decoded) progress.decoded(int64_t(out.result.tokens.size()));
+    if (progress.decoded) progress.decoded(index, int64_t(out.result.tokens.size()));
     return false;
   }
   if (auto* need = std::get_if<NeedReply>(&reply)) {
-    in_flight.send_supply(supply(need->ids));
+    in_flight.send_supply(index, supply(need->ids));
     return false;
   }
   if (auto* link = std::get_if<LinkReply>(&reply)) {
     out.links.push_back(std::move(link->artifact));
     return false;
   }
-  in_flight.finished();
   if (auto* failed = std::get_if<FailedReply>(&reply)) {
+    in_flight.finished();
     if (const auto code = failed->code()) throw Error(*code, failed->message);
     raise_sqlstate(failed->sqlstate.c_str(), failed->message, {});
   }
@@ -288,39 +310,60 @@ GenerateOptions generate_options(const GenerationRequest& r) {
 }
 
 WorkerGeneration generate(const GenerationRequest& request, const Supply& supply, const Progress& progress) {
+  return std::move(generate_together({request}, supply, progress).front());
+}
+
+std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequest>& requests, const Supply& supply,
+                                                const Progress& progress) {
   if (!shared_memory)
     raise_sqlstate("55000", "kvg: kvg.engine = worker needs kvg loaded at server start",
                    "Add to postgresql.conf: shared_preload_libraries = 'kvg' and restart the server.");
-  GenerationRequest here = request;
-  here.database = MyDatabaseId;  // the key of the chain's links in the worker's cache
+  if (requests.empty()) return {};
+  std::vector<GenerationRequest> here = requests;
+  for (GenerationRequest& r : here) r.database = MyDatabaseId;  // the key of the chain's links in the worker's cache
   static bool exit_hook = false;
-  const size_t queue_bytes = request.capture_ends.empty() ? kReplyQueueBytes : kLinkReplyQueueBytes;
-  const CallSegment segment = call([&here, queue_bytes] {
+  const std::vector<toc_segment::Chunk> chunks = call_chunks(here);
+  std::vector<void*> places(chunks.size());
+  CallSegment segment{nullptr, std::vector<shm_mq_handle*>(here.size()), std::vector<shm_mq_handle*>(here.size())};
+  segment.segment = call([&] {
     if (!exit_hook) {
       before_shmem_exit(abandon_at_exit, 0);
       exit_hook = true;
     }
-    return create_call_segment(here, queue_bytes);
+    return create_call_segment(here, chunks, places.data(), segment);
   });
-  Call in_flight(segment, MyProc->pgprocno, queue_call(segment));
+  Call in_flight(segment, MyProc->pgprocno, queue_call(segment, here.size()));
 
-  WorkerGeneration out;
+  std::vector<WorkerGeneration> out(here.size());
+  std::vector<bool> ended(here.size(), false);
+  size_t running = here.size();
   bool claimed = false;
   for (;;) {
     if (!claimed && in_flight.claimed()) {
       claimed = true;
       if (progress.claimed) progress.claimed();
     }
-    Size n = 0;
-    void* data = nullptr;
-    const shm_mq_result got = call([&] { return shm_mq_receive(in_flight.replies(), &n, &data, true); });
-    if (got == SHM_MQ_SUCCESS) {
+    bool heard = false;
+    for (size_t i = 0; i < here.size(); ++i) {
+      if (ended[i]) continue;
+      Size n = 0;
+      void* data = nullptr;
+      const shm_mq_result got = call([&] { return shm_mq_receive(in_flight.replies(i), &n, &data, true); });
+      if (got == SHM_MQ_DETACHED) worker_down("the engine worker stopped while it ran this call");
+      if (got != SHM_MQ_SUCCESS) continue;
+      heard = true;
       auto reply = worker_protocol::decode<worker_protocol::EngineReply>(
           std::string_view(static_cast<const char*>(data), n));
-      if (take_reply(std::move(reply), in_flight, supply, progress, out)) return out;
-      continue;
+      if (take_reply(std::move(reply), in_flight, i, supply, progress, out[i])) {
+        ended[i] = true;
+        --running;
+      }
     }
-    if (got == SHM_MQ_DETACHED) worker_down("the engine worker stopped while it ran this call");
+    if (running == 0) {
+      in_flight.finished();
+      return out;
+    }
+    if (heard) continue;
     if (!in_flight.worker_alive())
       worker_down("the engine worker is not running (it did not take this call within " +
                   std::to_string(kStartWaitMs / 1000) + " s, or stopped after taking it)");

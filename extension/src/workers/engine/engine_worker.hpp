@@ -58,16 +58,25 @@ struct WorkerGeneration {
 // the caller's rights.
 using Supply = std::function<std::vector<std::pair<Digest, VerifiedBytes::Bytes>>(const std::vector<Digest>& ids)>;
 
-// What a waiting call hears of its generation: the worker took it from the
-// queue, and the tokens decoded so far (each time one arrives).
+// What a waiting call hears of its generations: the worker took the call
+// from the queue, and the tokens the generation at `index` (of the requests
+// handed over) has decoded so far, each time one arrives.
 struct Progress {
   std::function<void()> claimed;
-  std::function<void(int64_t decoded)> decoded;
+  std::function<void(size_t index, int64_t decoded)> decoded;
 };
 
 // Runs `request` in the worker and waits, interruptibly, for its end.
 // Raises 57V02 when the worker is not running or stops while it holds the
 // call, and the worker's error (its SQLSTATE) when it refused or failed it.
 WorkerGeneration generate(const GenerationRequest& request, const Supply& supply, const Progress& progress = {});
+
+// The generations of a set-based call (kvg_answers), handed over as one
+// call: the worker runs each as a sequence of its own, admitted and batched
+// like any other, so they share its passes. Results in the requests' order;
+// the first failure fails the call, as generate() raises it, and the worker
+// drops the rest.
+std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequest>& requests, const Supply& supply,
+                                                const Progress& progress = {});
 
 }  // namespace kvg::pg::engine_worker

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,10 +71,24 @@ struct Refusal {
   std::string message;
 };
 
+// A call's segment, attached once however many generations it holds, and
+// detached when the last of their sequences is dropped (never at exit: the
+// Worker is not destroyed).
+class AttachedSegment {
+ public:
+  explicit AttachedSegment(dsm_segment* segment) : segment_(segment) {}
+  ~AttachedSegment() { dsm_detach(segment_); }
+  AttachedSegment(const AttachedSegment&) = delete;
+  AttachedSegment& operator=(const AttachedSegment&) = delete;
+
+ private:
+  dsm_segment* segment_;
+};
+
 struct Sequence {
   int slot = 0;
   uint64_t request = 0;
-  dsm_segment* segment = nullptr;
+  std::shared_ptr<AttachedSegment> segment;
   shm_mq_handle* replies = nullptr;
   shm_mq_handle* supply = nullptr;  // the caller's answers to a Need
   GenerationRequest asked;
@@ -100,12 +115,13 @@ class Worker {
   void admit();
   std::string start(Sequence& s);
   void receive_supply(Sequence& s);
+  bool reserve_next_part(Sequence& s);
   bool step();
   void queue_replies(Sequence& s);
   void flush(Sequence& s);
   void reap();
   void fail(Sequence& s, FailedReply reply);
-  std::unique_ptr<Sequence> attach(int slot, uint64_t request, dsm_handle handle);
+  std::vector<std::unique_ptr<Sequence>> attach(int slot, uint64_t request, dsm_handle handle, int generations);
   void publish();
   std::shared_ptr<const Model> model_for(const GenerationRequest& r);
 
@@ -139,6 +155,7 @@ void Worker::claim() {
     int slot;
     uint64_t request;
     dsm_handle handle;
+    int generations;
   };
   std::vector<Taken> taken;
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
@@ -147,38 +164,45 @@ void Worker::claim() {
     const std::optional<uint64_t> request = slot.request.claim();
     if (!request) continue;
     slot.claimed_by = sh->starts;  // this worker's: a restart tells its callers it is gone
-    taken.push_back({i, *request, slot.segment});
+    taken.push_back({i, *request, slot.segment, slot.generations});
   }
   LWLockRelease(sh->lock);
   for (const Taken& t : taken)
-    if (auto s = attach(t.slot, t.request, t.handle)) waiting_.push_back(std::move(s));
+    for (auto& s : attach(t.slot, t.request, t.handle, t.generations)) waiting_.push_back(std::move(s));
 }
 
-// A claimed call's sequence: its segment (shm_toc, engine_worker_shmem.hpp),
-// its queues, its request; nullptr when its caller is gone already. A
-// request that does not decode is failed, to its caller.
-std::unique_ptr<Sequence> Worker::attach(int slot, uint64_t request, dsm_handle handle) {
-  dsm_segment* segment = dsm_attach(handle);
-  if (!segment) return nullptr;
-  auto* replies = static_cast<shm_mq*>(toc_segment::find(segment, kCallMagic, kReplyQueueKey));
-  auto* supply = static_cast<shm_mq*>(toc_segment::find(segment, kCallMagic, kSupplyQueueKey));
-  // Not a call's segment: without its queues there is no one to tell.
-  if (!replies || !supply) elog(ERROR, "kvg engine worker: a call's segment is not laid out as a call's");
-  auto s = std::make_unique<Sequence>();
-  s->slot = slot;
-  s->request = request;
-  s->segment = segment;
-  shm_mq_set_sender(replies, MyProc);
-  s->replies = shm_mq_attach(replies, segment, nullptr);
-  shm_mq_set_receiver(supply, MyProc);
-  s->supply = shm_mq_attach(supply, segment, nullptr);
-  try {
-    s->asked = toc_segment::read_framed<GenerationRequest>(segment, kCallMagic, kRequestKey);
-    check_device(s->asked);
-  } catch (const Error& e) {
-    fail(*s, FailedReply::of(e));
+// A claimed call's sequences, one per generation: its segment (shm_toc,
+// engine_worker_shmem.hpp), their queues, their requests; none when the
+// caller is gone already. A request that does not decode is failed, to its
+// caller.
+std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request, dsm_handle handle,
+                                                      int generations) {
+  dsm_segment* attached = dsm_attach(handle);
+  if (!attached) return {};
+  auto segment = std::make_shared<AttachedSegment>(attached);
+  std::vector<std::unique_ptr<Sequence>> sequences;
+  for (int i = 0; i < std::max(generations, 1); ++i) {
+    auto* replies = static_cast<shm_mq*>(toc_segment::find(attached, kCallMagic, call_key(kReplyQueueKey, i)));
+    auto* supply = static_cast<shm_mq*>(toc_segment::find(attached, kCallMagic, call_key(kSupplyQueueKey, i)));
+    // Not a call's segment: without its queues there is no one to tell.
+    if (!replies || !supply) elog(ERROR, "kvg engine worker: a call's segment is not laid out as a call's");
+    auto s = std::make_unique<Sequence>();
+    s->slot = slot;
+    s->request = request;
+    s->segment = segment;
+    shm_mq_set_sender(replies, MyProc);
+    s->replies = shm_mq_attach(replies, attached, nullptr);
+    shm_mq_set_receiver(supply, MyProc);
+    s->supply = shm_mq_attach(supply, attached, nullptr);
+    try {
+      s->asked = toc_segment::read_framed<GenerationRequest>(attached, kCallMagic, call_key(kRequestKey, i));
+      check_device(s->asked);
+    } catch (const Error& e) {
+      fail(*s, FailedReply::of(e));
+    }
+    sequences.push_back(std::move(s));
   }
-  return s;
+  return sequences;
 }
 
 // The model at the request's path, mapped again when the file there is not
@@ -214,7 +238,7 @@ std::string Worker::start(Sequence& s) {
   // The context this generation can reach: what the worker reserves for it.
   options.max_context = int64_t(r.prompt.size()) + std::max<int64_t>(r.max_new_tokens, 1);
   options.max_kv_bytes = r.max_kv_bytes;
-  options.kv_limit_name = "kvg.max_kv_memory";
+  options.kv_limit_name = r.max_kv_is_share ? kKvShareLimitName : kKvLimitName;
   auto session = std::make_unique<Session>(s.model, options);
   const int64_t need = session->kv_cache().bytes_for(session->max_context());
   if (need > kv_memory_bytes())
@@ -334,12 +358,29 @@ void Worker::admit() {
   }
 }
 
+// Reserves the KV rows `s`'s part of the next pass adds, so that a
+// sequence beyond its caller's kvg.max_kv_memory fails alone, before the
+// pass, as it would in its backend (the same error), instead of failing the
+// pass it shares with other callers' sequences. False when it failed.
+bool Worker::reserve_next_part(Sequence& s) {
+  try {
+    const ForwardRequest part = s.generation->next();
+    s.session->kv_cache().reserve(s.session->n_past() + int64_t(part.tokens.size()));
+    return true;
+  } catch (const Error& e) {
+    fail(s, FailedReply::of(e));
+  } catch (const std::bad_alloc&) {
+    fail(s, FailedReply::of("53200", "kvg: the engine worker is out of memory for this generation"));
+  }
+  return false;
+}
+
 // One pass per model and recipe over every running sequence whose caller
 // has room for its replies; false when none could take part.
 bool Worker::step() {
   std::map<std::pair<const Model*, std::string>, std::vector<Sequence*>> groups;
   for (auto& s : running_)
-    if (s->generation && !s->ended && !s->gone && s->outbox.empty())
+    if (s->generation && !s->ended && !s->gone && s->outbox.empty() && reserve_next_part(*s))
       groups[{s->model.get(), s->asked.recipe + "@" + device_name(s->session->runs_on())}].push_back(s.get());
   for (auto& [key, members] : groups) {
     std::vector<Generation*> generations;
@@ -405,39 +446,30 @@ void Worker::flush(Sequence& s) {
   }
 }
 
-// Drops the sequences whose caller left and those whose last reply went.
+// Drops the sequences whose caller left and those whose last reply went; a
+// call's slot is free again when the last of its sequences is dropped.
 void Worker::reap() {
   Shared* sh = shared();
-  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
-  auto check = [sh](Sequence& s) {
-    Slot& slot = sh->slots[s.slot];
-    if (!slot.request.holds(s.request)) s.gone = true;
-  };
-  for (auto& s : running_) check(*s);
-  for (auto& s : waiting_) check(*s);
   auto done = [](const std::unique_ptr<Sequence>& s) { return s->gone || (s->ended && s->outbox.empty()); };
-  auto release = [&](std::deque<std::unique_ptr<Sequence>>* w, std::vector<std::unique_ptr<Sequence>>* r) {
-    auto give_back = [&](Sequence& s) {
-      Slot& slot = sh->slots[s.slot];
-      (void)slot.request.release(s.request);
-      kv_in_use_ -= s.kv_bytes;
-    };
-    if (w)
-      for (auto& s : *w)
-        if (done(s)) give_back(*s);
-    if (r)
-      for (auto& s : *r)
-        if (done(s)) give_back(*s);
+  LWLockAcquire(sh->lock, LW_EXCLUSIVE);
+  std::set<std::pair<int, uint64_t>> live;  // calls with a sequence still going
+  auto check = [&](std::unique_ptr<Sequence>& s) {
+    if (!sh->slots[s->slot].request.holds(s->request)) s->gone = true;
+    if (!done(s)) live.insert({s->slot, s->request});
   };
-  release(&waiting_, &running_);
+  for (auto& s : running_) check(s);
+  for (auto& s : waiting_) check(s);
+  auto give_back = [&](const std::unique_ptr<Sequence>& s) {
+    if (!done(s)) return;
+    kv_in_use_ -= s->kv_bytes;
+    if (!live.count({s->slot, s->request})) (void)sh->slots[s->slot].request.release(s->request);
+  };
+  for (auto& s : waiting_) give_back(s);
+  for (auto& s : running_) give_back(s);
   LWLockRelease(sh->lock);
-  auto detach_done = [&](auto& list) {
-    for (auto& s : list)
-      if (done(s)) dsm_detach(s->segment);
-    list.erase(std::remove_if(list.begin(), list.end(), done), list.end());
-  };
-  detach_done(waiting_);
-  detach_done(running_);
+  // The segment is detached with the last sequence that holds it.
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), done), waiting_.end());
+  running_.erase(std::remove_if(running_.begin(), running_.end(), done), running_.end());
 }
 
 void Worker::publish() {
@@ -530,8 +562,11 @@ void kvg_engine_worker_main(Datum) {
     (void)sh->slots[i].request.forget_claim();
   LWLockRelease(sh->lock);
   pgstat_report_appname("kvg engine worker");
-  static Worker worker;  // lives until the process ends (see the file's comment)
-  worker.run();
+  // Never destroyed: it lives until the process ends (see the file's
+  // comment), and at exit() its sequences' segments are already detached by
+  // PostgreSQL's exit callbacks, which a destructor would detach again.
+  Worker* worker = new Worker;
+  worker->run();
 }
 
 }

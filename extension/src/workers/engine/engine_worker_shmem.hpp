@@ -17,12 +17,19 @@ namespace kvg::pg::engine_worker {
 // gets chain links back (artifacts of many KV rows) has a larger one.
 inline constexpr size_t kReplyQueueBytes = 1024;
 inline constexpr size_t kLinkReplyQueueBytes = size_t(1) << 20;
+// Each of a set-based call's generations that gets links back (kvg_answers:
+// up to 256 of them): a link larger than this goes in several parts.
+inline constexpr size_t kGroupLinkReplyQueueBytes = size_t(64) << 10;
 
-// One per PGPROC: a backend has at most one generation in flight, and one
-// that exits leaks nothing (the next backend on its PGPROC reuses the slot).
+// One per PGPROC: a backend has at most one call in flight, and one that
+// exits leaks nothing (the next backend on its PGPROC reuses the slot). A
+// call is one generation, or the generations of a set-based call
+// (kvg_answers), which the worker runs as sequences of their own that share
+// its passes.
 struct Slot {
   worker_protocol::RequestSlot request;  // its state and id (request_slot.hpp)
   dsm_handle segment;  // the call's segment (below)
+  int32_t generations;  // how many the segment holds
   pid_t caller;
   TimestampTz queued_at;
   uint64_t claimed_by;  // the worker's start (Shared::starts) that claimed it
@@ -62,12 +69,15 @@ struct Shared {
 // The queue a backend answers a Need on (a SupplyNotice).
 inline constexpr size_t kSupplyQueueBytes = 256;
 
-// The segment of one call, laid out by shm_toc under these keys: the
-// request (a framed GenerationRequest, protocol/wire.hpp), the reply queue
-// (shm_mq, worker to backend, kReplyQueueBytes or kLinkReplyQueueBytes) and
-// the supply queue (backend to worker).
+// The segment of one call, laid out by shm_toc under these keys, once for
+// each of its generations: the request (a framed GenerationRequest,
+// protocol/wire.hpp), the reply queue (shm_mq, worker to backend,
+// kReplyQueueBytes or a link queue's) and the supply queue (backend to
+// worker).
 inline constexpr uint64_t kCallMagic = 0x6b764745;  // "kvGE"
 enum CallKey : uint64_t { kRequestKey = 1, kReplyQueueKey, kSupplyQueueKey };
+// Generation `index`'s chunk under `key` (generation 0's are the keys above).
+inline constexpr uint64_t call_key(CallKey key, size_t index) { return key + 3 * uint64_t(index); }
 
 // The segment a Need is answered in: one framed SuppliedArtifacts.
 inline constexpr uint64_t kSupplyMagic = 0x6b764753;  // "kvGS"

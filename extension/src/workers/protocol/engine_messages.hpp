@@ -64,15 +64,23 @@ struct GenerationRequest {
   // continue the grafted chain (prefix_reuse.hpp: store_segment_links), sent
   // back for the caller to store.
   std::vector<int64_t> capture_ends;
+  // max_kv_bytes is this generation's share of the caller's
+  // kvg.max_kv_memory (a set-based call's: kvg_answers), and a refusal
+  // names it so (kKvShareLimitName).
+  bool max_kv_is_share = false;
 
   template <class F>
   void fields(F& f) {
     f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(prompt);
     f(leaf), f(database), f(links);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
-    f(prefill_chunk), f(answer_line), f(capture_ends);
+    f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share);
   }
 };
+
+// The KV bound's names, as a refusal gives them (EngineOptions::kv_limit_name).
+inline constexpr const char* kKvLimitName = "kvg.max_kv_memory";
+inline constexpr const char* kKvShareLimitName = "kvg.max_kv_memory's share for each prompt of the call";
 
 // The identities of links the worker lacks: send their bytes.
 struct NeedReply {
