@@ -4,8 +4,9 @@
 # the backend and in the engine worker, on MODEL (default the vendored
 # TinyStories-656K). The library holds ENTRIES (8) entries; the tickets ask
 # them again (recurring), ask about them (transfer) and ask new things (cold).
-# Prints a table of times and their ratio to the set-based call, measured in
-# one run, and checks that every way gives the same answers.
+# Prints a table of times, their ratio to the set-based call in the worker
+# and the worker's batch peak, measured in one run, and checks that every
+# way gives the same answers.
 #   KVG_PGPORT=55560 flock /tmp/kvg-pg.lock scripts/bench-answers.sh [QUESTIONS] [MODEL]
 set -uo pipefail
 source "$(dirname "$0")/pg-env.sh"
@@ -51,16 +52,30 @@ out=$(mktemp -d)
 set_sql="SELECT t.id, md5(a.answer) FROM (SELECT array_agg(id ORDER BY id) AS ids, array_agg(question ORDER BY id) AS qs FROM tickets) q
          CROSS JOIN LATERAL kvg_answers(q.qs, 32) a JOIN tickets t ON t.id = q.ids[a.n] ORDER BY t.id"
 row_sql="SELECT t.id, md5(d.answer) FROM tickets t, LATERAL kvg_answer_detail(t.question, 32) d ORDER BY t.id"
-s_set=$(timed set backend "$set_sql") || exit 1
+peak() { q "" -c "SELECT batch_peak FROM kvg_engine_worker()"; }
+reset_peak() {  # the worker forgets its batch peak at its next round (1 s at most when idle)
+  q "" -c "SELECT kvg_engine_worker_reset()" >/dev/null && sleep 1.2
+}
+reset_peak
+s_set=$(timed set worker "$set_sql") || exit 1
+peak_set=$(peak)
+s_set_backend=$(timed set_backend backend "$set_sql") || exit 1
 s_backend=$(timed rows_backend backend "$row_sql") || exit 1
+reset_peak
 s_worker=$(timed rows_worker worker "$row_sql") || exit 1
+peak_rows=$(peak)
 same=no
-cmp -s "$out/set" "$out/rows_backend" && cmp -s "$out/set" "$out/rows_worker" && same=yes
+cmp -s "$out/set" "$out/set_backend" && cmp -s "$out/set" "$out/rows_backend" && cmp -s "$out/set" "$out/rows_worker" &&
+  same=yes
 ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.1f}x')" "$1" "$s_set"; }
 echo "$count tickets, $(basename "$model"), $(nproc) cores; answers identical in every way: $same"
-printf '| %-52s | %8s | %s\n' "how" "seconds" "vs kvg_answers"
-printf '| %-52s | %8s | %s\n' "kvg_answers(array), one query (backend, batched)" "$s_set" "1.0x"
-printf '| %-52s | %8s | %s\n' "LATERAL kvg_answer_detail per row, kvg.engine=backend" "$s_backend" "$(ratio "$s_backend")"
-printf '| %-52s | %8s | %s\n' "LATERAL kvg_answer_detail per row, kvg.engine=worker" "$s_worker" "$(ratio "$s_worker")"
+printf '| %-52s | %8s | %-14s | %s\n' "how" "seconds" "vs kvg_answers" "worker batch peak"
+printf '| %-52s | %8s | %-14s | %s\n' "kvg_answers(array), one query, kvg.engine=worker" "$s_set" "1.0x" "$peak_set"
+printf '| %-52s | %8s | %-14s | %s\n' "kvg_answers(array), one query, kvg.engine=backend" "$s_set_backend" \
+  "$(ratio "$s_set_backend")" "-"
+printf '| %-52s | %8s | %-14s | %s\n' "LATERAL kvg_answer_detail per row, kvg.engine=backend" "$s_backend" \
+  "$(ratio "$s_backend")" "-"
+printf '| %-52s | %8s | %-14s | %s\n' "LATERAL kvg_answer_detail per row, kvg.engine=worker" "$s_worker" \
+  "$(ratio "$s_worker")" "$peak_rows"
 rm -rf "$out"
 [ "$same" = yes ]

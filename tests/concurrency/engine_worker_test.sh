@@ -23,14 +23,16 @@
 #  7. a model's fingerprint is hashed once per file for the whole server
 #     (extension/src/model/model_fingerprints.hpp): a new backend takes it from the
 #     table, a copy of the file is hashed again, to the same value;
-#  8. the worker terminated under load (SIGTERM: an error exit): the calls it
+#  8. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
+#     memory by at most 1 MB (each call's queue handles are freed);
+#  9. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'
 #     next calls succeed;
-#  9. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+# 10. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
 #     rule for any process that dies without cleaning up), the calls in
 #     flight fail, the server and the worker come back, the next call gives
 #     the same bytes, and the audit chain verifies.
-# The long calls (3, 4, 8, 9) run on a synthetic model slow enough (~100 tokens/s
+# The long calls (3, 4, 9, 10) run on a synthetic model slow enough (~100 tokens/s
 # here) for a signal to land in the middle of them.
 # Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
 # TinyStories-656K, and the kvg command that writes the slow model)
@@ -234,6 +236,20 @@ fingerprints() {
       -c "SELECT kvg_model_info()->>'fingerprint'")" ]
 }
 check "a model's fingerprint is computed once per file for the server; a new file is hashed again" fingerprints
+
+# The worker's anonymous memory (RssAnon, kB) now.
+worker_rss_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$(worker_field pid)/status"; }
+flat_memory() {
+  local calls="DO \$\$ BEGIN FOR i IN 1..%s LOOP PERFORM kvg_generate_bytes('Once upon a time', 1); END LOOP; END \$\$"
+  local before after
+  sql worker "$(printf "$calls" 1000)" >/dev/null || return 1  # warm-up
+  before=$(worker_rss_kb)
+  sql worker "$(printf "$calls" 20000)" >/dev/null || return 1
+  after=$(worker_rss_kb)
+  echo "# the worker's RssAnon after a warm-up of 1,000 calls: $before kB; after 20,000 more: $after kB"
+  [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -le 1024 ]
+}
+check "the worker's memory stays flat: at most 1 MB more after 20,000 calls" flat_memory
 
 # wait_for_worker OLD_STARTS: a worker runs that started after OLD_STARTS starts.
 wait_for_worker() {

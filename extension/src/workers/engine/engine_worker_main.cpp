@@ -86,6 +86,17 @@ class AttachedSegment {
 };
 
 struct Sequence {
+  Sequence() = default;
+  // Its queues detached (their handles freed: in the worker they would
+  // otherwise stay in TopMemoryContext for the life of the process, a few
+  // hundred bytes per call served), then its hold on the segment let go.
+  ~Sequence() {
+    if (replies) shm_mq_detach(replies);
+    if (supply) shm_mq_detach(supply);
+  }
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
   int slot = 0;
   uint64_t request = 0;
   std::shared_ptr<AttachedSegment> segment;
