@@ -14,8 +14,8 @@ KvCache::KvCache(int n_layer, int row_floats, int64_t max_positions, int64_t max
       k_(size_t(n_layer)),
       v_(size_t(n_layer)) {}
 
-int64_t KvCache::bytes_for(int64_t positions) const {
-  return 2 * int64_t(k_.size()) * positions * int64_t(row_floats_) * int64_t(sizeof(float));
+int64_t KvCache::bytes_for(int n_layer, int row_floats, int64_t positions) {
+  return 2 * int64_t(n_layer) * positions * int64_t(row_floats) * int64_t(sizeof(float));
 }
 
 void KvCache::hold_from(int64_t first) {

@@ -20,7 +20,9 @@ class KvCache {
           const char* limit_name = "the KV memory limit");
 
   // Bytes K and V take for `positions` positions.
-  int64_t bytes_for(int64_t positions) const;
+  int64_t bytes_for(int64_t positions) const { return bytes_for(n_layer(), row_floats_, positions); }
+  // The same for a cache of this shape not made yet (a call sized before its session).
+  static int64_t bytes_for(int n_layer, int row_floats, int64_t positions);
 
   int n_layer() const { return int(k_.size()); }
   int row_floats() const { return row_floats_; }

@@ -9,7 +9,9 @@
 #     same call run alone in backend mode; the worker's passes carried more
 #     than one sequence;
 #  2. admission: kvg.engine_max_batch = 1 queues the rest (same bytes), and a
-#     generation whose KV cannot fit kvg.engine_kv_memory is refused (53200);
+#     generation whose KV cannot fit kvg.engine_kv_memory is refused (53200)
+#     by its backend, before it is queued (the worker never sees it), as is a
+#     set-based call with one such question;
 #  3. cancellation under batching: a statement_timeout and a pg_cancel_backend
 #     end two calls inside busy passes, the others finish with their bytes,
 #     and the worker drops the cancelled sequences;
@@ -25,14 +27,17 @@
 #     table, a copy of the file is hashed again, to the same value;
 #  8. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
 #     memory by at most 1 MB (each call's queue handles are freed);
-#  9. the worker terminated under load (SIGTERM: an error exit): the calls it
+#  9. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
+#     once its heartbeat is 10 s old (well under 20 s), and when it is
+#     continued the next call runs;
+# 10. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'
 #     next calls succeed;
-# 10. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+# 11. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
 #     rule for any process that dies without cleaning up), the calls in
 #     flight fail, the server and the worker come back, the next call gives
 #     the same bytes, and the audit chain verifies.
-# The long calls (3, 4, 9, 10) run on a synthetic model slow enough (~100 tokens/s
+# The long calls (3, 4, 10, 11) run on a synthetic model slow enough (~100 tokens/s
 # here) for a signal to land in the middle of them.
 # Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
 # TinyStories-656K, and the kvg command that writes the slow model)
@@ -115,15 +120,21 @@ admission() {
   psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_kv_memory = '1MB'" -c "ALTER SYSTEM RESET kvg.engine_max_batch" \
     -c "SELECT pg_reload_conf()" >/dev/null
   sleep 1
-  local refused
+  local refused seen_before seen_after
+  seen_before=$(worker_field "served + failed")
   refused=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" psql -X -q -At -d "$db" -v VERBOSITY=verbose \
-    -c "SELECT kvg_generate(repeat('the cat sat on the mat. ', 40), 200)" 2>&1)
+    -c "SELECT kvg_generate(repeat('the cat sat on the mat. ', 40), 200)" \
+    -c "SELECT * FROM kvg_answers(ARRAY['the cat', repeat('the cat sat on the mat. ', 40)], 200)" 2>&1)
+  sleep 0.2  # the worker publishes its figures at the end of its round
+  seen_after=$(worker_field "served + failed")
   psql -X -q -d "$db" -c "ALTER SYSTEM RESET kvg.engine_kv_memory" -c "SELECT pg_reload_conf()" >/dev/null
   sleep 1
-  echo "# engine_max_batch = 1: $ok of 4 equal; 1MB of KV: $(echo "$refused" | head -1)"
-  [ "$ok" = 4 ] && echo "$refused" | grep -q "53200" && echo "$refused" | grep -q "kvg.engine_kv_memory"
+  echo "# engine_max_batch = 1: $ok of 4 equal; 1MB of KV: $(echo "$refused" | head -1);" \
+    "calls the worker saw: $seen_before before, $seen_after after"
+  [ "$ok" = 4 ] && [ "$(echo "$refused" | grep -c "53200")" = 2 ] && echo "$refused" | grep -q "kvg.engine_kv_memory" &&
+    [ "$seen_before" = "$seen_after" ]
 }
-check "kvg.engine_max_batch queues calls (same bytes); a generation beyond kvg.engine_kv_memory is refused (53200)" admission
+check "kvg.engine_max_batch queues calls (same bytes); a generation, or a set-based call, beyond kvg.engine_kv_memory is refused (53200) before it is queued" admission
 
 long_call="SELECT encode(kvg_generate_bytes(repeat('Once upon a time there was a big dog. ', 8), 200), 'hex')"
 cancellation() {
@@ -250,6 +261,23 @@ flat_memory() {
   [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -le 1024 ]
 }
 check "the worker's memory stays flat: at most 1 MB more after 20,000 calls" flat_memory
+
+stopped_worker() {
+  local pid t0 said secs after
+  pid=$(worker_field pid)
+  kill -STOP "$pid" && echo "$pid" >"$dir/stopped"
+  t0=$(date +%s.%N)
+  said=$(PGOPTIONS="-c kvg.model=$model -c kvg.engine=worker" timeout 120 psql -X -q -At -d "$db" \
+    -v VERBOSITY=verbose -c "SELECT kvg_generate('Once upon a time', 8)" 2>&1)
+  secs=$(python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), 1))" "$t0")
+  kill -CONT "$pid" && rm -f "$dir/stopped"
+  after=$(sql worker "SELECT length(kvg_generate('Once upon a time', 8)) > 0" 2>&1)
+  echo "# a call while the worker was stopped: $(echo "$said" | head -1) (after $secs s); continued, the next call: $after"
+  echo "$said" | grep -q "57V02" && echo "$said" | grep -q "has not run for" &&
+    python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$secs" && [ "$after" = t ]
+}
+check "a stopped worker (SIGSTOP) fails the calls that wait for it with 57V02 after 10 s; continued, it serves again" \
+  stopped_worker
 
 # wait_for_worker OLD_STARTS: a worker runs that started after OLD_STARTS starts.
 wait_for_worker() {

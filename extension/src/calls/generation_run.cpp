@@ -6,6 +6,7 @@
 #include "engine/answer_line.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/calls/call_progress.hpp"
+#include "extension/src/pg/sql_raise.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
 namespace kvg::pg {
@@ -87,6 +88,20 @@ engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const i
   return request;
 }
 
+// A request whose KV could never fit kvg.engine_kv_memory is refused here
+// (53200), before it is queued: the worker would reserve this much for it
+// (engine_worker_main.cpp: the prompt and max_new_tokens, within the
+// model's context), and refuse it only once it took it from the queue.
+void refuse_if_never_fits(const Model& model, const engine_worker::GenerationRequest& request) {
+  const ModelConfig& config = model.config();
+  const int64_t positions =
+      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), config.n_ctx);
+  const int64_t need = KvCache::bytes_for(config.n_layer, config.kv_row_floats(), positions);
+  if (need > engine_worker::kv_memory_bytes())
+    raise_sqlstate("53200", engine_worker::never_fits_message(need),
+                   "A superuser may raise kvg.engine_kv_memory, or the call may ask for fewer tokens.");
+}
+
 // What the worker ran, as this backend's run would say it.
 GenerationRun run_from(const ChosenPrefix& chosen, engine_worker::WorkerGeneration ran,
                        std::vector<std::vector<uint8_t>>& links) {
@@ -106,6 +121,7 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
   const engine_worker::GenerationRequest request =
       request_for(call, prompt, chosen, options, asks, call.options.max_kv_bytes, false);
+  refuse_if_never_fits(*call.model, request);
   // The worker says when it takes the call and sends each token as it is
   // decoded: kvg.progress and the decode's progress notices follow them.
   call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
@@ -130,6 +146,7 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
   for (size_t i = 0; i < n; ++i) {
     chosen.push_back(choose_stored_prefix(call, prompts[i], {}));
     requests.push_back(request_for(call, prompts[i], chosen[i], options, asks[i], share, true));
+    refuse_if_never_fits(*call.model, requests.back());
     prompt_tokens += int64_t(prompts[i].size());
   }
   call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Queued);

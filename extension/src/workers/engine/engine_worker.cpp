@@ -3,6 +3,7 @@
 // for.
 #include "extension/src/workers/engine/engine_worker.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -170,10 +171,11 @@ class Call {
     if (sent != SHM_MQ_SUCCESS) worker_down("the engine worker stopped while it ran this call");
   }
 
-  // Whether a worker may still answer: one runs, or has not been waited
-  // for kStartWaitMs, while the call is queued; the one that claimed it
-  // runs still, once claimed.
-  bool worker_alive() const {
+  // Why no worker will answer, or "" while one may: one runs, or has not
+  // been waited for kStartWaitMs, while the call is queued; the one that
+  // claimed it runs still, once claimed; and either way its heartbeat is
+  // not older than kStallMs (a stopped or frozen worker takes no call on).
+  std::string worker_gone() const {
     LWLockAcquire(shared_memory->lock, LW_SHARED);
     const Slot& s = shared_memory->slots[slot_];
     const bool running = shared_memory->pid != 0;
@@ -181,7 +183,14 @@ class Call {
                            ? running || !TimestampDifferenceExceeds(s.queued_at, GetCurrentTimestamp(), kStartWaitMs)
                            : running && shared_memory->starts == s.claimed_by;
     LWLockRelease(shared_memory->lock);
-    return alive;
+    if (!alive)
+      return "the engine worker is not running (it did not take this call within " +
+             std::to_string(kStartWaitMs / 1000) + " s, or stopped after taking it)";
+    const uint64_t beat = pg_atomic_read_u64(&shared_memory->heartbeat_ms);
+    if (running && beat != 0 && monotonic_ms() > beat + kStallMs)
+      return "the engine worker has not run for " + std::to_string((monotonic_ms() - beat) / 1000) +
+             " s (stopped, or frozen): this call stops waiting for it";
+    return {};
   }
 
   // Whether the worker has taken the call from the queue.
@@ -262,6 +271,12 @@ bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, size_t inde
 
 Shared* shared() { return shared_memory; }
 
+uint64_t monotonic_ms() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
 void setup_at_preload() {
   request_shared_struct(kSharedMemory);
   register_worker();
@@ -295,6 +310,12 @@ int threads() { return engine_threads > 0 ? engine_threads : settings::max_threa
 int max_batch() { return engine_max_batch; }
 int64_t kv_memory_bytes() { return int64_t(engine_kv_memory_kb) * 1024; }
 uint64_t cache_bytes() { return uint64_t(engine_cache_memory_kb) * 1024; }
+
+std::string never_fits_message(int64_t need_bytes) {
+  return "kvg: this generation needs " + std::to_string(need_bytes >> 10) +
+         " kB of KV cache, more than kvg.engine_kv_memory (" + std::to_string(kv_memory_bytes() >> 10) +
+         " kB) allows the engine worker in all";
+}
 
 GenerateOptions generate_options(const GenerationRequest& r) {
   GenerateOptions options;
@@ -364,9 +385,7 @@ std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequ
       return out;
     }
     if (heard) continue;
-    if (!in_flight.worker_alive())
-      worker_down("the engine worker is not running (it did not take this call within " +
-                  std::to_string(kStartWaitMs / 1000) + " s, or stopped after taking it)");
+    if (const std::string gone = in_flight.worker_gone(); !gone.empty()) worker_down(gone);
     // The worker sets this latch with every reply (shm_mq); the timeout
     // only bounds how soon a stopped worker is noticed.
     call([] {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,12 @@ int threads();             // kvg.engine_threads (0: kvg.max_threads)
 int max_batch();           // kvg.engine_max_batch: sequences in one pass
 int64_t kv_memory_bytes(); // kvg.engine_kv_memory: KV all running sequences may reserve
 uint64_t cache_bytes();    // kvg.engine_cache_memory: the worker's verified-artifact cache (0: off)
+
+// Why the worker refuses a generation whose KV (`need_bytes`: what it
+// reserves for the prompt and max_new_tokens) could never fit
+// kvg.engine_kv_memory (53200). A backend refuses such a call with it before
+// queueing it; the worker, should one reach it, the same way.
+std::string never_fits_message(int64_t need_bytes);
 
 struct WorkerGeneration {
   GenerateResult result;

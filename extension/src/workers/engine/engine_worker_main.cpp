@@ -11,6 +11,7 @@
 // (exit 1: the postmaster restarts it); every C++ object here lives for the
 // whole process, so ending it skips nothing that would outlive it.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -18,9 +19,11 @@
 #include <new>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/quiet_thread.hpp"
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
@@ -252,10 +255,7 @@ std::string Worker::start(Sequence& s) {
   options.kv_limit_name = r.max_kv_is_share ? kKvShareLimitName : kKvLimitName;
   auto session = std::make_unique<Session>(s.model, options);
   const int64_t need = session->kv_cache().bytes_for(session->max_context());
-  if (need > kv_memory_bytes())
-    throw Refusal{"53200", "kvg: this generation needs " + std::to_string(need >> 10) +
-                               " kB of KV cache, more than kvg.engine_kv_memory (" +
-                               std::to_string(kv_memory_bytes() >> 10) + " kB) allows the engine worker in all"};
+  if (need > kv_memory_bytes()) throw Refusal{"53200", never_fits_message(need)};
   if (kv_in_use_ + need > kv_memory_bytes()) return "kvg.engine_kv_memory";
   if (r.leaf) {
     std::vector<Digest> missing;
@@ -572,6 +572,16 @@ void kvg_engine_worker_main(Datum) {
   for (int i = 0; i < sh->slot_count; ++i)
     (void)sh->slots[i].request.forget_claim();
   LWLockRelease(sh->lock);
+  pg_atomic_write_u64(&sh->heartbeat_ms, monotonic_ms());
+  // The heartbeat: callers stop waiting for a worker whose process has not
+  // run for kStallMs (SIGSTOP, a frozen machine), while a long pass, which
+  // runs, keeps them waiting. It touches nothing but the atomic.
+  kvg::start_quiet_thread([sh] {
+    for (;;) {
+      pg_atomic_write_u64(&sh->heartbeat_ms, monotonic_ms());
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }).detach();
   pgstat_report_appname("kvg engine worker");
   // Never destroyed: it lives until the process ends (see the file's
   // comment), and at exit() its sequences' segments are already detached by

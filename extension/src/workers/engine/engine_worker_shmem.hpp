@@ -49,9 +49,17 @@ struct Figures {
   char model[256];       // the last model path loaded
 };
 
+// How long a worker may go without a heartbeat before its callers stop
+// waiting (57V02): a stopped or frozen process.
+inline constexpr uint64_t kStallMs = 10000;
+
 struct Shared {
-  LWLock* lock;  // every field
+  LWLock* lock;  // every field but heartbeat_ms
   pid_t pid;     // the worker's; 0 while none runs
+  // CLOCK_MONOTONIC, in ms, written about every 250 ms by a thread of the
+  // worker's own while its process runs (a long pass included); 0 before
+  // its first. Read without the lock.
+  pg_atomic_uint64 heartbeat_ms;
   Latch* latch;  // the worker's, set when a request is queued
   uint64_t starts;  // times a worker started: a call claimed by an earlier one knows it is gone
   Figures figures;
@@ -86,5 +94,8 @@ enum SupplyKey : uint64_t { kSuppliedKey = 1 };
 // Attached by shmem_startup_hook in every process; nullptr when kvg was not
 // preloaded.
 Shared* shared();
+
+// CLOCK_MONOTONIC in ms: the same clock in every process of the machine.
+uint64_t monotonic_ms();
 
 }  // namespace kvg::pg::engine_worker
