@@ -17,6 +17,9 @@
 #     and the worker drops the cancelled sequences;
 #  4. a slow client: a backend stopped (SIGSTOP) in the middle of its
 #     generation stalls nobody, and finishes with its bytes when continued;
+#     With kvg.engine_max_batch = 1 the stopped client's sequence gives its
+#     place and KV up after 5 s of not reading: the other call is served,
+#     and the stopped one gets 53000 when continued;
 #  5. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
 #     the same answers and stores the same chain links (captured by the
 #     worker) as in backend mode;
@@ -158,11 +161,17 @@ cancellation() {
 }
 check "a statement_timeout and a cancel end their calls inside shared passes; the others finish with their bytes" cancellation
 
-slow_client() {
-  local pid other_ok
+# stop_a_client: a long call in worker mode whose backend is then stopped
+# (SIGSTOP) until its queue is full; its output goes to $dir/stopped_out,
+# its backend's pid to $dir/stopped, its psql's to $client. Then another
+# session's long call runs to its end (its output: $dir/other), and the
+# stopped backend is continued; held: the worker's running sequences while
+# it was stopped.
+stop_a_client() {
+  local pid
   ( PGAPPNAME=kvg_stop_me PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker" \
-      psql -X -q -At -d "$db" -c "$long_call" >"$dir/stopped_out" 2>&1 ) &
-  local client=$!
+      psql -X -q -At -d "$db" -v VERBOSITY=verbose -c "$long_call" >"$dir/stopped_out" 2>&1 ) &
+  client=$!
   for _ in $(seq 1 50); do
     pid=$(psql -X -At -d "$db" -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'kvg_stop_me'")
     [ -n "$pid" ] && break
@@ -171,19 +180,39 @@ slow_client() {
   sleep 0.3
   kill -STOP "$pid" && echo "$pid" >"$dir/stopped"
   sleep 1  # its queue fills (64 tokens) and the worker holds its sequence back
-  local held
   held=$(worker_field sequences)
-  # Another session's call runs meanwhile, to its end.
   timeout 120 bash -c "PGOPTIONS='-c kvg.model=$slow -c kvg.engine=worker' psql -X -q -At -d '$db' -c \"$long_call\"" \
     >"$dir/other" 2>&1
-  cmp -s "$dir/other" "$dir/expected" && other_ok=1 || other_ok=0
   kill -CONT "$pid" && rm -f "$dir/stopped"
   wait "$client"
+}
+
+slow_client() {
+  local other_ok
+  stop_a_client
+  cmp -s "$dir/other" "$dir/expected" && other_ok=1 || other_ok=0
   echo "# while one backend was stopped: sequences $held, the other call equal: $other_ok;" \
     "the stopped one equal when continued: $(cmp -s "$dir/stopped_out" "$dir/expected" && echo 1 || echo 0)"
   [ "$held" -ge 1 ] && [ "$other_ok" = 1 ] && cmp -s "$dir/stopped_out" "$dir/expected"
 }
 check "a stopped client holds back only its own sequence; continued, it gets its bytes" slow_client
+
+# With room for one sequence, the stopped client's would hold every other
+# call back: after 5 s of not reading it gives its place up.
+crowded_stopped_client() {
+  local other_ok
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_max_batch = 1" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  stop_a_client
+  psql -X -q -d "$db" -c "ALTER SYSTEM RESET kvg.engine_max_batch" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  cmp -s "$dir/other" "$dir/expected" && other_ok=1 || other_ok=0
+  echo "# kvg.engine_max_batch = 1, one backend stopped: the other call equal: $other_ok;" \
+    "the stopped one when continued: $(grep -m1 ERROR "$dir/stopped_out")"
+  [ "$other_ok" = 1 ] && grep -q "ERROR:  53000: kvg: this call did not read its replies" "$dir/stopped_out"
+}
+check "with kvg.engine_max_batch = 1 a stopped client gives its place up after 5 s: the others are served; it gets 53000" \
+  crowded_stopped_client
 
 # answers DB MODE: the library's questions asked by 4 sessions at once (each
 # recurring, transfer and cold), then every answer and the stored artifacts.

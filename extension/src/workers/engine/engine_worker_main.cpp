@@ -118,7 +118,15 @@ struct Sequence {
   size_t tokens_sent = 0;          // of generation->result().tokens, put in the outbox
   bool ended = false;              // its last reply is in the outbox
   bool gone = false;               // its caller left: drop it
+  // Since when its caller's queue has had no room for the outbox's front
+  // (a stopped or slow caller); the epoch while it has room.
+  std::chrono::steady_clock::time_point blocked_since{};
+  bool evicted = false;  // gave its place to waiting calls: only its outbox is left
 };
+
+// A sequence whose caller has not read its replies for this long gives its
+// place in the batch and its KV reservation to calls that wait for room.
+constexpr auto kStalledCaller = std::chrono::seconds(5);
 
 class Worker {
  public:
@@ -127,6 +135,8 @@ class Worker {
  private:
   void claim();
   void admit();
+  int batch_in_use() const;
+  bool evict_a_stalled_caller();
   std::string start(Sequence& s);
   void receive_supply(Sequence& s);
   bool reserve_next_part(Sequence& s);
@@ -331,10 +341,45 @@ void Worker::receive_supply(Sequence& s) {
   s.awaiting_bytes = false;
 }
 
+// Running sequences that hold a place in the batch (an evicted one holds none).
+int Worker::batch_in_use() const {
+  return int(std::count_if(running_.begin(), running_.end(), [](const auto& s) { return !s->evicted; }));
+}
+
+// Ends the first running sequence whose caller has not read its replies for
+// kStalledCaller: its KV is freed and its place given up, and a Failed reply
+// (53000) follows the replies it has not read, so the caller learns why
+// when it reads again. True when there was one.
+bool Worker::evict_a_stalled_caller() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& s : running_) {
+    if (s->evicted || s->ended || s->gone || s->outbox.empty() || s->blocked_since == decltype(now){} ||
+        now - s->blocked_since < kStalledCaller)
+      continue;
+    s->generation.reset();  // before the session and the answer line it uses
+    s->line.reset();
+    s->session.reset();
+    kv_in_use_ -= s->kv_bytes;
+    s->kv_bytes = 0;
+    // After the replies already queued: a message partly sent must be sent on whole.
+    s->outbox.push_back(reply_bytes(FailedReply::of(
+        "53000", "kvg: this call did not read its replies for " + std::to_string(kStalledCaller.count()) +
+                     " s while other calls waited for room in the engine worker, which gave them its place")));
+    s->ended = true;
+    s->evicted = true;
+    ++failed_;
+    return true;
+  }
+  return false;
+}
+
 // Starts waiting requests in the order they came while there is room; one
-// waiting for its caller's artifacts lets the ones behind it go first.
+// waiting for its caller's artifacts lets the ones behind it go first. When
+// there is no room, a running sequence whose caller stopped reading gives
+// its place (evict_a_stalled_caller).
 void Worker::admit() {
-  for (auto it = waiting_.begin(); it != waiting_.end() && int(running_.size()) < max_batch();) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (batch_in_use() >= max_batch() && !(evict_a_stalled_caller() && batch_in_use() < max_batch())) break;
     Sequence& s = **it;
     if (s.awaiting_bytes && !s.ended && !s.gone) {
       try {
@@ -362,7 +407,10 @@ void Worker::admit() {
         ++it;
         continue;
       }
-      if (!no_room.empty()) break;  // the first in line waits; the rest wait behind it
+      if (!no_room.empty()) {
+        if (evict_a_stalled_caller()) continue;  // try again in the room it gave up
+        break;  // the first in line waits; the rest wait behind it
+      }
     }
     running_.push_back(std::move(*it));
     it = waiting_.erase(it);
@@ -446,15 +494,18 @@ void Worker::queue_replies(Sequence& s) {
   ++served_;
 }
 
-// Sends what fits; never waits for the caller.
+// Sends what fits; never waits for the caller, but notes since when it
+// has not made room.
 void Worker::flush(Sequence& s) {
   while (!s.outbox.empty() && !s.gone) {
     const std::string& m = s.outbox.front();
     const shm_mq_result sent = shm_mq_send(s.replies, m.size(), m.data(), true, true);
-    if (sent == SHM_MQ_WOULD_BLOCK) return;
+    if (sent == SHM_MQ_WOULD_BLOCK) break;
     if (sent == SHM_MQ_DETACHED) s.gone = true;
     else s.outbox.pop_front();
   }
+  if (s.outbox.empty() || s.gone) s.blocked_since = {};
+  else if (s.blocked_since == decltype(s.blocked_since){}) s.blocked_since = std::chrono::steady_clock::now();
 }
 
 // Drops the sequences whose caller left and those whose last reply went; a
@@ -489,7 +540,7 @@ void Worker::publish() {
   if (sh->forget_batch_peak) batch_peak_ = 0;
   sh->forget_batch_peak = false;
   Figures& f = sh->figures;
-  f.sequences = int32_t(running_.size());
+  f.sequences = int32_t(batch_in_use());
   f.queued = int32_t(waiting_.size());
   f.batch_peak = batch_peak_;
   f.kv_bytes = kv_in_use_;
