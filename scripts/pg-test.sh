@@ -230,7 +230,7 @@ echo "== progress (tests/concurrency/progress_test.sh: kvg.progress, notices in 
   bash tests/concurrency/progress_test.sh kvg_progress "$repo/${KVG_BUILD_DIR:-build}/cli/kvg"; } >"$log/progress_view" 2>&1
 tap progress_view "$log/progress_view" $?
 
-echo "== the engine worker (tests/concurrency/engine_worker_test.sh: interleavings, admission, cancel, slow client, flat memory, a stopped worker, crashes)"
+echo "== the engine worker (tests/concurrency/engine_worker_test.sh: interleavings, admission, cancel, slow client, model files, flat memory, a stopped worker, crashes)"
 # Last on the shared cluster: its final check SIGKILLs the worker, which makes
 # PostgreSQL reset shared memory and restart every backend.
 { fresh_db kvg_engine kvg &&
@@ -239,7 +239,7 @@ echo "== the engine worker (tests/concurrency/engine_worker_test.sh: interleavin
 grep -v '^ok ' "$log/engine_worker"
 p=$(grep -c '^ok ' "$log/engine_worker")
 f=$(grep -c '^not ok ' "$log/engine_worker")
-grep -q '^1\.\.12$' "$log/engine_worker" || f=$((f + 1))  # it stopped before its last check
+grep -q '^1\.\.13$' "$log/engine_worker" || f=$((f + 1))  # it stopped before its last check
 count engine_worker "$p" "$f" 0
 
 echo "== crash safety (tests/crash/crash_test.sh, its own throwaway cluster)"

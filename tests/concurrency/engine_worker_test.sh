@@ -17,30 +17,35 @@
 #     and the worker drops the cancelled sequences;
 #  4. a slow client: a backend stopped (SIGSTOP) in the middle of its
 #     generation stalls nobody, and finishes with its bytes when continued;
-#     With kvg.engine_max_batch = 1 the stopped client's sequence gives its
-#     place and KV up after 5 s of not reading: the other call is served,
-#     and the stopped one gets 53000 when continued;
-#  5. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
+#  5. a crowded slow client: with kvg.engine_max_batch = 1 the stopped
+#     client's sequence gives its place and KV up after 5 s of not reading:
+#     the other call is served, and the stopped one gets 53000 when continued;
+#  6. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
 #     the same answers and stores the same chain links (captured by the
 #     worker) as in backend mode;
-#  6. a recurring answer from a backend that never read its entry grafts from
+#  7. a recurring answer from a backend that never read its entry grafts from
 #     the worker's verified-artifact cache (hits up, no miss);
-#  7. a model's fingerprint is hashed once per file for the whole server
+#  8. a model's fingerprint is hashed once per file for the whole server
 #     (extension/src/model/model_fingerprints.hpp): a new backend takes it from the
 #     table, a copy of the file is hashed again, to the same value;
-#  8. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
+#  9. model files under load: 4 sessions calling in worker mode while the
+#     file at their kvg.model is replaced 40 times by mv (two models in
+#     turn): no call fails (the worker keeps the file each backend mapped);
+#     then it is cut short in place: the calls that fail say 22023 or 58030,
+#     as in backend mode, never XX001;
+# 10. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
 #     memory by at most 1 MB (each call's queue handles are freed);
-#  9. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
+# 11. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
 #     once its heartbeat is 10 s old (well under 20 s), and when it is
 #     continued the next call runs;
-# 10. the worker terminated under load (SIGTERM: an error exit): the calls it
+# 12. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'
 #     next calls succeed;
-# 11. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+# 13. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
 #     rule for any process that dies without cleaning up), the calls in
 #     flight fail, the server and the worker come back, the next call gives
 #     the same bytes, and the audit chain verifies.
-# The long calls (3, 4, 10, 11) run on a synthetic model slow enough (~100 tokens/s
+# The long calls (3, 4, 5, 12, 13) run on a synthetic model slow enough (~100 tokens/s
 # here) for a signal to land in the middle of them.
 # Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
 # TinyStories-656K, and the kvg command that writes the slow model)
@@ -276,6 +281,46 @@ fingerprints() {
       -c "SELECT kvg_model_info()->>'fingerprint'")" ]
 }
 check "a model's fingerprint is computed once per file for the server; a new file is hashed again" fingerprints
+
+# Sessions calling in worker mode while the model file at their kvg.model is
+# replaced with `mv`, again and again, by one of two models, and then cut
+# short in place.
+model_swaps() {
+  local swap=$dir/swap.gguf other errors cut i
+  other=$(dirname "$model")/stories260K.gguf
+  cp "$model" "$swap" && chmod 644 "$swap" || return 1
+  for i in 1 2 3 4; do
+    ( for _ in $(seq 1 200); do echo "SELECT length(kvg_generate('Once upon a time', 4)) > 0;"; done |
+        PGOPTIONS="-c kvg.model=$swap -c kvg.engine=worker" psql -X -q -At -d "$db" -v VERBOSITY=verbose \
+          >"$dir/swap.$i" 2>&1 ) &
+  done
+  for i in $(seq 1 40); do
+    if [ $((i % 2)) = 1 ]; then cp "$other" "$dir/swap.next"; else cp "$model" "$dir/swap.next"; fi
+    chmod 644 "$dir/swap.next" && mv "$dir/swap.next" "$swap"
+    sleep 0.05
+  done
+  wait
+  errors=$(cat "$dir"/swap.[1-4] | grep -c '^ERROR')
+  echo "# 4 sessions, 800 calls in the worker, the model replaced 40 times by mv: $errors errors" \
+    "$(cat "$dir"/swap.[1-4] | grep -m1 '^ERROR')"
+  # Cut short in place under the same load: each call that fails says the
+  # file is no model (22023) or could not be read (58030), never that an
+  # artifact is damaged.
+  for i in 1 2 3 4; do
+    ( for _ in $(seq 1 100); do echo "SELECT length(kvg_generate('Once upon a time', 4)) > 0;"; done |
+        PGOPTIONS="-c kvg.model=$swap -c kvg.engine=worker" psql -X -q -At -d "$db" -v VERBOSITY=verbose \
+          >"$dir/cut.$i" 2>&1 ) &
+  done
+  sleep 0.3
+  truncate -s 100000 "$swap"
+  wait
+  cut=$(cat "$dir"/cut.[1-4] | grep '^ERROR' | grep -cvE '^ERROR:  (22023|58030):')
+  echo "# cut short under load: $(cat "$dir"/cut.[1-4] | grep -c '^ERROR') calls failed, $cut of them with" \
+    "another SQLSTATE than 22023 or 58030 $(cat "$dir"/cut.[1-4] | grep '^ERROR' | grep -m1 -vE '^ERROR:  (22023|58030):')"
+  [ "$errors" = 0 ] && [ "$cut" = 0 ] && [ "$(cat "$dir"/cut.[1-4] | grep -c '^ERROR')" -ge 1 ]
+}
+check "a model replaced by mv under load fails no call in the worker; one cut short in place fails calls with 22023/58030" \
+  model_swaps
 
 # The worker's anonymous memory (RssAnon, kB) now.
 worker_rss_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$(worker_field pid)/status"; }

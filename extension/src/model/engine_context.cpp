@@ -21,18 +21,6 @@ struct LoadedModel {
 
 LoadedModel loaded;  // one per backend
 
-// The model at `path`. Bytes that do not parse as a GGUF model are a wrong
-// setting (22023), not a damaged artifact: say which file and what it is not.
-std::shared_ptr<const Model> load_model(const std::string& path, const FileIdentity& identity) {
-  try {
-    return model_fingerprints::load(path, identity);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::Corrupt) throw;
-    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +
-                                                "); a superuser sets kvg.model to the path of one");
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<const Model> current_model() {
@@ -46,7 +34,7 @@ std::shared_ptr<const Model> current_model() {
   // even if it was restored to the same size and time.
   if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact()) {
     loaded = {};  // drop the old mapping before mapping the new file
-    loaded = {path, identity, load_model(path, identity)};
+    loaded = {path, identity, model_fingerprints::load_setting(path, identity)};
   }
   return loaded.model;
 }

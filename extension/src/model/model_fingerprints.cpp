@@ -88,4 +88,14 @@ std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& f
   return model;
 }
 
+std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file) {
+  try {
+    return load(path, file);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Corrupt) throw;
+    throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +
+                                                "); a superuser sets kvg.model to the path of one");
+  }
+}
+
 }  // namespace kvg::pg::model_fingerprints

@@ -43,4 +43,9 @@ void remember(const FileIdentity& file, const std::array<uint8_t, 32>& fingerpri
 // still the one identified (not replaced while it was loaded).
 std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file);
 
+// load(), where the file is kvg.model's: bytes that do not parse as a GGUF
+// model are a wrong setting (22023: InvalidArgument naming the file), not a
+// damaged artifact. Backends and the engine worker load with it alike.
+std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file);
+
 }  // namespace kvg::pg::model_fingerprints

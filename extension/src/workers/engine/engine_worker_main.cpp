@@ -155,7 +155,10 @@ class Worker {
     model_fingerprints::FileIdentity file;
     std::shared_ptr<const Model> model;
   };
-  std::map<std::string, LoadedModel> models_;  // by path
+  // By path: the file there now and the ones before it (kFilesKeptPerPath),
+  // for calls whose backends mapped it before it was replaced.
+  static constexpr size_t kFilesKeptPerPath = 4;
+  std::map<std::string, std::vector<LoadedModel>> models_;
   std::string last_model_;
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
   int64_t kv_in_use_ = 0;
@@ -229,24 +232,36 @@ std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request
   return sequences;
 }
 
-// The model at the request's path, mapped again when the file there is not
-// the one mapped (replaced, truncated: its identity changed, as a backend
-// checks it on every call) or a read from the mapping failed.
+// The model the caller's backend generates with: a file mapped here with
+// its fingerprint, weights intact, that is still the file at the request's
+// path or was replaced there by another (renamed over it, as `mv` does: its
+// mapping is untouched, as in the backend that mapped it before the
+// rename). Else the file at the path, mapped now (one changed in place is
+// mapped again) and kept with the ones before it; refused when it is not the
+// caller's (it changed between their loads). Failures are the backend's own
+// (model_fingerprints::load_setting: 22023 for bytes that are no model).
 std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   const model_fingerprints::FileIdentity file = model_fingerprints::identify(r.model_path);
-  auto it = models_.find(r.model_path);
-  if (it == models_.end() || !(it->second.file == file) || it->second.model->fingerprint() != r.model_fingerprint ||
-      !it->second.model->weights_intact()) {
-    if (it != models_.end()) models_.erase(it);  // unmap before mapping the file again
-    auto model = model_fingerprints::load(r.model_path, file);
-    if (model->fingerprint() != r.model_fingerprint)
-      throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
-                                                "' is not the same file in the engine worker as in the caller's "
-                                                "backend (it changed between their loads): call again");
-    it = models_.emplace(r.model_path, LoadedModel{file, std::move(model)}).first;
-    last_model_ = r.model_path;
-  }
-  return it->second.model;
+  auto same_inode = [&file](const LoadedModel& m) {
+    return m.file.device == file.device && m.file.inode == file.inode;
+  };
+  std::vector<LoadedModel>& mapped = models_[r.model_path];
+  for (const LoadedModel& m : mapped)
+    if (m.model->fingerprint() == r.model_fingerprint && m.model->weights_intact() &&
+        (m.file == file || !same_inode(m)))
+      return m.model;
+  // Unmapped before the file is mapped again: this inode changed in place,
+  // or its mapping failed a read.
+  mapped.erase(std::remove_if(mapped.begin(), mapped.end(), same_inode), mapped.end());
+  auto model = model_fingerprints::load_setting(r.model_path, file);
+  mapped.push_back(LoadedModel{file, model});
+  if (mapped.size() > kFilesKeptPerPath) mapped.erase(mapped.begin());
+  last_model_ = r.model_path;
+  if (model->fingerprint() != r.model_fingerprint)
+    throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
+                                              "' is not the same file in the engine worker as in the caller's "
+                                              "backend (it changed between their loads): call again");
+  return model;
 }
 
 // The session of a claimed request, its graft, its generation, and the KV it
