@@ -32,6 +32,7 @@ ForwardRequest Generation::next() {
   if (evaluated_ < prompt_.size()) {
     const size_t left = prompt_.size() - evaluated_;
     chunk_ = options_.prefill_chunk > 0 ? std::min(left, size_t(options_.prefill_chunk)) : left;
+    if (chunk_cap_ > 0) chunk_ = std::min(chunk_, size_t(chunk_cap_));
     const bool last_chunk = chunk_ == left;
     return {&session_, std::span<const int32_t>(prompt_).subspan(evaluated_, chunk_),
             last_chunk ? LogitsFor::Last : LogitsFor::None, &logits_};

@@ -1,6 +1,8 @@
 // The decode loop shared by the CLI and the extension.
 #pragma once
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -50,6 +52,12 @@ class Generation {
   Generation(Session& session, std::span<const int32_t> prompt, GenerateOptions options);
 
   bool finished() const { return finished_; }
+  // Prompt tokens not evaluated yet (0: it decodes).
+  int64_t prefill_left() const { return int64_t(prompt_.size() - evaluated_); }
+  // The most prompt tokens the next prefill chunks may take (0: as
+  // options.prefill_chunk says), for a scheduler that shares a pass's
+  // tokens out (the engine worker's): a chunk of any size is the same bits.
+  void cap_chunk(int64_t tokens) { chunk_cap_ = std::max<int64_t>(tokens, 0); }
   // This generation's part of the next pass: a prefill chunk, or the token
   // decoded last. Only while not finished; valid until advance().
   ForwardRequest next();
@@ -70,6 +78,7 @@ class Generation {
   std::vector<int32_t> prompt_;  // still to evaluate from `evaluated_`
   size_t evaluated_ = 0;
   size_t chunk_ = 0;  // tokens of the part next() handed out
+  int64_t chunk_cap_ = 0;  // cap_chunk()
   int32_t last_ = 0;  // the token to decode next
   std::vector<float> logits_;
   bool finished_ = false;

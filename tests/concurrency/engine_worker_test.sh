@@ -8,6 +8,8 @@
 #     instant in worker mode; each output is compared, byte for byte, with the
 #     same call run alone in backend mode; the worker's passes carried more
 #     than one sequence;
+#     Again with kvg.engine_pass_tokens = 5 (2 rounds): prompts prefilled in
+#     pieces shared out among the calls, the same bytes;
 #  2. admission: kvg.engine_max_batch = 1 queues the rest (same bytes), and a
 #     generation whose KV cannot fit kvg.engine_kv_memory is refused (53200)
 #     by its backend, before it is queued (the worker never sees it), as is a
@@ -92,9 +94,9 @@ call_sql() {  # call_sql I: the call, as SQL returning hex
   echo "SELECT encode(kvg_generate_bytes(' $p #$i', $tokens, $after, $seed, $temperature), 'hex')"
 }
 
-interleavings() {
+interleavings() {  # interleavings [ROUNDS]
   local round i ok=0 total=0 start
-  for round in 1 2 3 4; do
+  for round in $(seq 1 "${1:-4}"); do
     start=$(psql -X -At -d "$db" -c "SELECT (clock_timestamp() + interval '1.5 s')::text")
     for i in $(seq 1 8); do
       call_sql "$round.$i" >"$dir/call.$i"
@@ -114,6 +116,20 @@ interleavings() {
   [ "$ok" = "$total" ] && [ "$(worker_field batch_peak)" -gt 1 ]
 }
 check "32 concurrent calls in the worker, released together, equal each call alone in its backend" interleavings
+
+# The same with passes of 5 tokens: prompts are prefilled in pieces shared
+# out among the calls, and decode rows go first.
+small_passes() {
+  local ok
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_pass_tokens = 5" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  interleavings 2
+  ok=$?
+  psql -X -q -d "$db" -c "ALTER SYSTEM RESET kvg.engine_pass_tokens" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  return $ok
+}
+check "with kvg.engine_pass_tokens = 5, 16 concurrent calls equal each call alone in its backend" small_passes
 
 admission() {
   local i ok=0

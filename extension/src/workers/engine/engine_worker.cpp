@@ -57,6 +57,7 @@ const struct config_enum_entry engine_modes[] = {
 int engine_mode = kBackend;
 int engine_threads = 0;
 int engine_max_batch = 32;
+int engine_pass_tokens = 64;
 int engine_kv_memory_kb = 4 << 20;
 int engine_cache_memory_kb = 1 << 20;
 
@@ -294,6 +295,11 @@ void define_settings() {
   DefineCustomIntVariable("kvg.engine_max_batch", "The most sequences the engine worker runs at once.",
                           "Requests beyond it wait for a sequence to end.", &engine_max_batch, 32, 1, 4096,
                           PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.engine_pass_tokens",
+                          "The most tokens one engine worker pass carries: decode rows, then prefill chunks shared "
+                          "equally among the roles that wait (0: no bound).",
+                          "Decode rows are never held back; a role's share goes to its sessions in turn.",
+                          &engine_pass_tokens, 64, 0, 1 << 20, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.engine_kv_memory", "KV cache memory all the engine worker's sequences may reserve.",
                           "A request waits for room; one that could never fit is refused (53200).",
                           &engine_kv_memory_kb, 4 << 20, 1024, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
@@ -308,6 +314,7 @@ void define_settings() {
 bool in_use() { return engine_mode == kWorker; }
 int threads() { return engine_threads > 0 ? engine_threads : settings::max_threads(); }
 int max_batch() { return engine_max_batch; }
+int pass_tokens() { return engine_pass_tokens; }
 int64_t kv_memory_bytes() { return int64_t(engine_kv_memory_kb) * 1024; }
 uint64_t cache_bytes() { return uint64_t(engine_cache_memory_kb) * 1024; }
 
@@ -341,7 +348,10 @@ std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequ
                    "Add to postgresql.conf: shared_preload_libraries = 'kvg' and restart the server.");
   if (requests.empty()) return {};
   std::vector<GenerationRequest> here = requests;
-  for (GenerationRequest& r : here) r.database = MyDatabaseId;  // the key of the chain's links in the worker's cache
+  for (GenerationRequest& r : here) {
+    r.database = MyDatabaseId;     // the key of the chain's links in the worker's cache
+    r.role = GetSessionUserId();  // whose share of the worker it takes (SET ROLE changes nothing)
+  }
   static bool exit_hook = false;
   const std::vector<toc_segment::Chunk> chunks = call_chunks(here);
   std::vector<void*> places(chunks.size());

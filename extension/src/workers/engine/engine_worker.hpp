@@ -46,6 +46,7 @@ bool in_use();
 // The worker's limits (read by the worker on SIGHUP).
 int threads();             // kvg.engine_threads (0: kvg.max_threads)
 int max_batch();           // kvg.engine_max_batch: sequences in one pass
+int pass_tokens();         // kvg.engine_pass_tokens: tokens in one pass (0: no bound)
 int64_t kv_memory_bytes(); // kvg.engine_kv_memory: KV all running sequences may reserve
 uint64_t cache_bytes();    // kvg.engine_cache_memory: the worker's verified-artifact cache (0: off)
 

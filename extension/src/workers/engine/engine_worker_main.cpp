@@ -140,6 +140,7 @@ class Worker {
   std::string start(Sequence& s);
   void receive_supply(Sequence& s);
   bool reserve_next_part(Sequence& s);
+  std::vector<Sequence*> schedule();
   bool step();
   void queue_replies(Sequence& s);
   void flush(Sequence& s);
@@ -162,6 +163,7 @@ class Worker {
   std::string last_model_;
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
   int64_t kv_in_use_ = 0;
+  uint64_t turn_ = 0;  // rotates who comes first in a pass's shares
   int batch_peak_ = 0;
   uint64_t passes_ = 0, rows_ = 0, served_ = 0, failed_ = 0;
 };
@@ -393,6 +395,14 @@ bool Worker::evict_a_stalled_caller() {
 // there is no room, a running sequence whose caller stopped reading gives
 // its place (evict_a_stalled_caller).
 void Worker::admit() {
+  // Roles with fewer sequences running come first, each in the order its
+  // calls came: one role's many sessions do not keep another's out.
+  std::map<uint32_t, int> running_of_role;
+  for (const auto& s : running_)
+    if (!s->evicted) ++running_of_role[s->asked.role];
+  std::stable_sort(waiting_.begin(), waiting_.end(), [&running_of_role](const auto& a, const auto& b) {
+    return running_of_role[a->asked.role] < running_of_role[b->asked.role];
+  });
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (batch_in_use() >= max_batch() && !(evict_a_stalled_caller() && batch_in_use() < max_batch())) break;
     Sequence& s = **it;
@@ -449,13 +459,85 @@ bool Worker::reserve_next_part(Sequence& s) {
   return false;
 }
 
-// One pass per model and recipe over every running sequence whose caller
-// has room for its replies; false when none could take part.
+// The sequences of the next pass, within kvg.engine_pass_tokens: every
+// decoding sequence's row (never held back), then the tokens left shared
+// equally among the roles with prompts to prefill (at least one token),
+// each role's share going to its sessions in turn; a share a role cannot
+// use goes to the others.
+// Who comes first rotates from pass to pass. A prefill's chunk is capped
+// at what it is given (Generation::cap_chunk: the same bits at any size);
+// one given nothing sits the pass out. Only sequences whose caller has
+// room for their replies take part.
+std::vector<Sequence*> Worker::schedule() {
+  std::vector<Sequence*> chosen;
+  std::map<uint32_t, std::vector<Sequence*>> prefilling;  // by role, in running order
+  for (auto& s : running_) {
+    if (!s->generation || s->ended || s->gone || !s->outbox.empty()) continue;
+    if (s->generation->prefill_left() == 0) chosen.push_back(s.get());
+    else prefilling[s->asked.role].push_back(s.get());
+  }
+  const int64_t budget = pass_tokens();
+  const uint64_t turn = turn_++;
+  if (budget <= 0) {  // no bound: every prefill's next chunk, as options.prefill_chunk says
+    for (auto& [role, members] : prefilling)
+      for (Sequence* s : members) {
+        s->generation->cap_chunk(0);
+        chosen.push_back(s);
+      }
+    return chosen;
+  }
+  // What each prefill would take at most: its next chunk uncapped.
+  std::map<Sequence*, int64_t> wants, given;
+  std::vector<std::vector<Sequence*>> roles;  // in this pass's turn order, each rotated too
+  for (auto& [role, members] : prefilling) {
+    for (Sequence* s : members) {
+      s->generation->cap_chunk(0);
+      wants[s] = int64_t(s->generation->next().tokens.size());
+    }
+    std::rotate(members.begin(), members.begin() + ptrdiff_t(turn % members.size()), members.end());
+    roles.push_back(members);
+  }
+  if (!roles.empty()) std::rotate(roles.begin(), roles.begin() + ptrdiff_t(turn % roles.size()), roles.end());
+  // At least one prompt token a pass, so prefills advance under any load.
+  int64_t left = std::max<int64_t>(budget - int64_t(chosen.size()), roles.empty() ? 0 : 1);
+  // Rounds of equal shares until the tokens or the wants run out.
+  while (left > 0) {
+    std::vector<std::vector<Sequence*>*> hungry;
+    for (auto& members : roles)
+      for (Sequence* s : members)
+        if (given[s] < wants[s]) {
+          hungry.push_back(&members);
+          break;
+        }
+    if (hungry.empty()) break;
+    const int64_t share = std::max<int64_t>(1, left / int64_t(hungry.size()));
+    for (auto* members : hungry) {
+      int64_t quota = std::min(share, left);
+      for (Sequence* s : *members) {
+        const int64_t take = std::min(quota, wants[s] - given[s]);
+        given[s] += take;
+        quota -= take;
+        left -= take;
+      }
+      if (left == 0) break;
+    }
+  }
+  for (auto& members : roles)
+    for (Sequence* s : members)
+      if (given[s] > 0) {
+        s->generation->cap_chunk(given[s]);
+        chosen.push_back(s);
+      }
+  return chosen;
+}
+
+// One pass per model and recipe over the sequences schedule() chose; false
+// when none could take part.
 bool Worker::step() {
   std::map<std::pair<const Model*, std::string>, std::vector<Sequence*>> groups;
-  for (auto& s : running_)
-    if (s->generation && !s->ended && !s->gone && s->outbox.empty() && reserve_next_part(*s))
-      groups[{s->model.get(), s->asked.recipe + "@" + device_name(s->session->runs_on())}].push_back(s.get());
+  for (Sequence* s : schedule())
+    if (reserve_next_part(*s))
+      groups[{s->model.get(), s->asked.recipe + "@" + device_name(s->session->runs_on())}].push_back(s);
   for (auto& [key, members] : groups) {
     std::vector<Generation*> generations;
     for (Sequence* s : members) generations.push_back(s->generation.get());

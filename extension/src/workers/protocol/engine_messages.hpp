@@ -68,13 +68,16 @@ struct GenerationRequest {
   // kvg.max_kv_memory (a set-based call's: kvg_answers), and a refusal
   // names it so (kKvShareLimitName).
   bool max_kv_is_share = false;
+  // The caller's session user: the engine worker shares its passes and its
+  // batch among roles equally.
+  uint32_t role = 0;
 
   template <class F>
   void fields(F& f) {
     f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(prompt);
     f(leaf), f(database), f(links);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
-    f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share);
+    f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
   }
 };
 
