@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.hpp"
 #include "extension/src/pg/shared_struct.hpp"
@@ -39,6 +41,10 @@ const SharedStruct kSharedMemory{
     "kvg model fingerprints", kTranche, [] { return sizeof(Table); },
     [](void* memory, LWLock* lock) { static_cast<Table*>(memory)->lock = lock; }, reinterpret_cast<void**>(&table)};
 
+FileIdentity identity_of(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
 }  // namespace
 
 FileIdentity identify(const std::string& path) {
@@ -48,7 +54,24 @@ FileIdentity identify(const std::string& path) {
                 "kvg.model: cannot access '" + path + "': " + strerror(errno));
   if (S_ISDIR(st.st_mode))
     throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is a directory, not a GGUF model file");
-  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+  return identity_of(st);
+}
+
+HeldFile::HeldFile(const std::string& path, const FileIdentity& file) : file_(file) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ >= 0 && !unchanged()) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+HeldFile::~HeldFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool HeldFile::unchanged() const {
+  struct stat st;
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && identity_of(st) == file_;
 }
 
 void setup_at_preload() { request_shared_struct(kSharedMemory); }

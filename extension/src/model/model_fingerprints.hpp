@@ -31,6 +31,25 @@ struct FileIdentity {
 // directory) naming kvg.model otherwise.
 FileIdentity identify(const std::string& path);
 
+// A file held open, to tell later whether it is still as identified, also
+// once another file was renamed over its path (the engine worker keeps the
+// models its callers mapped before such a rename).
+class HeldFile {
+ public:
+  // Opens `path`; holds nothing when the file there is not `file` any more.
+  HeldFile(const std::string& path, const FileIdentity& file);
+  ~HeldFile();
+  HeldFile(const HeldFile&) = delete;
+  HeldFile& operator=(const HeldFile&) = delete;
+  // Whether the file held has kept the identity it was opened with (its
+  // size and modification time: not cut short or rewritten in place).
+  bool unchanged() const;
+
+ private:
+  int fd_ = -1;
+  FileIdentity file_;
+};
+
 // From _PG_init under shared_preload_libraries: the table's shared memory.
 // Without it nothing is remembered (every load hashes).
 void setup_at_preload();

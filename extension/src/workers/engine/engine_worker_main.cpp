@@ -155,6 +155,7 @@ class Worker {
   struct LoadedModel {
     model_fingerprints::FileIdentity file;
     std::shared_ptr<const Model> model;
+    std::shared_ptr<model_fingerprints::HeldFile> held;  // to tell, once replaced, that it is unchanged
   };
   // By path: the file there now and the ones before it (kFilesKeptPerPath),
   // for calls whose backends mapped it before it was replaced.
@@ -236,11 +237,12 @@ std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request
 
 // The model the caller's backend generates with: a file mapped here with
 // its fingerprint, weights intact, that is still the file at the request's
-// path or was replaced there by another (renamed over it, as `mv` does: its
-// mapping is untouched, as in the backend that mapped it before the
-// rename). Else the file at the path, mapped now (one changed in place is
-// mapped again) and kept with the ones before it; refused when it is not the
-// caller's (it changed between their loads). Failures are the backend's own
+// path, or was replaced there by another (renamed over it, as `mv` does)
+// and is unchanged itself (held open: not cut short in place before), as
+// in the backend that mapped it before the rename. Else the file at the
+// path, mapped now (one changed in place is mapped again) and kept with the
+// ones before it; refused when it is not the caller's (it changed between
+// their loads). Failures are the backend's own
 // (model_fingerprints::load_setting: 22023 for bytes that are no model).
 std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   const model_fingerprints::FileIdentity file = model_fingerprints::identify(r.model_path);
@@ -250,13 +252,13 @@ std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   std::vector<LoadedModel>& mapped = models_[r.model_path];
   for (const LoadedModel& m : mapped)
     if (m.model->fingerprint() == r.model_fingerprint && m.model->weights_intact() &&
-        (m.file == file || !same_inode(m)))
+        (m.file == file || (!same_inode(m) && m.held->unchanged())))
       return m.model;
   // Unmapped before the file is mapped again: this inode changed in place,
   // or its mapping failed a read.
   mapped.erase(std::remove_if(mapped.begin(), mapped.end(), same_inode), mapped.end());
   auto model = model_fingerprints::load_setting(r.model_path, file);
-  mapped.push_back(LoadedModel{file, model});
+  mapped.push_back(LoadedModel{file, model, std::make_shared<model_fingerprints::HeldFile>(r.model_path, file)});
   if (mapped.size() > kFilesKeptPerPath) mapped.erase(mapped.begin());
   last_model_ = r.model_path;
   if (model->fingerprint() != r.model_fingerprint)
