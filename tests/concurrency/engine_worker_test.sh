@@ -14,40 +14,45 @@
 #     generation whose KV cannot fit kvg.engine_kv_memory is refused (53200)
 #     by its backend, before it is queued (the worker never sees it), as is a
 #     set-based call with one such question;
-#  3. cancellation under batching: a statement_timeout and a pg_cancel_backend
+#  3. roles: with 8-token passes and 6 crowd prompts prefilling, alice's
+#     short call takes about her prompt at half a pass (her role's share),
+#     counted in the worker's passes; with room for one sequence, her call
+#     is admitted before a crowd call that came earlier (her role has none
+#     running);
+#  4. cancellation under batching: a statement_timeout and a pg_cancel_backend
 #     end two calls inside busy passes, the others finish with their bytes,
 #     and the worker drops the cancelled sequences;
-#  4. a slow client: a backend stopped (SIGSTOP) in the middle of its
+#  5. a slow client: a backend stopped (SIGSTOP) in the middle of its
 #     generation stalls nobody, and finishes with its bytes when continued;
-#  5. a crowded slow client: with kvg.engine_max_batch = 1 the stopped
+#  6. a crowded slow client: with kvg.engine_max_batch = 1 the stopped
 #     client's sequence gives its place and KV up after 5 s of not reading:
 #     the other call is served, and the stopped one gets 53000 when continued;
-#  6. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
+#  7. kvg_answer from concurrent sessions (recurring, transfer, cold) gives
 #     the same answers and stores the same chain links (captured by the
 #     worker) as in backend mode;
-#  7. a recurring answer from a backend that never read its entry grafts from
+#  8. a recurring answer from a backend that never read its entry grafts from
 #     the worker's verified-artifact cache (hits up, no miss);
-#  8. a model's fingerprint is hashed once per file for the whole server
+#  9. a model's fingerprint is hashed once per file for the whole server
 #     (extension/src/model/model_fingerprints.hpp): a new backend takes it from the
 #     table, a copy of the file is hashed again, to the same value;
-#  9. model files under load: 4 sessions calling in worker mode while the
+# 10. model files under load: 4 sessions calling in worker mode while the
 #     file at their kvg.model is replaced 40 times by mv (two models in
 #     turn): no call fails (the worker keeps the file each backend mapped);
 #     then it is cut short in place: the calls that fail say 22023 or 58030,
 #     as in backend mode, never XX001;
-# 10. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
+# 11. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
 #     memory by at most 1 MB (each call's queue handles are freed);
-# 11. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
+# 12. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
 #     once its heartbeat is 10 s old (well under 20 s), and when it is
 #     continued the next call runs;
-# 12. the worker terminated under load (SIGTERM: an error exit): the calls it
+# 13. the worker terminated under load (SIGTERM: an error exit): the calls it
 #     held fail with 57V02, the postmaster restarts it, the same sessions'
 #     next calls succeed;
-# 13. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
+# 14. the worker SIGKILLed under load: PostgreSQL resets shared memory (its
 #     rule for any process that dies without cleaning up), the calls in
 #     flight fail, the server and the worker come back, the next call gives
 #     the same bytes, and the audit chain verifies.
-# The long calls (3, 4, 5, 12, 13) run on a synthetic model slow enough (~100 tokens/s
+# The long calls (3, 4, 5, 6, 13, 14) run on a synthetic model slow enough (~100 tokens/s
 # here) for a signal to land in the middle of them.
 # Usage: engine_worker_test.sh DATABASE MODEL KVG (the server's copy of
 # TinyStories-656K, and the kvg command that writes the slow model)
@@ -159,6 +164,71 @@ admission() {
     [ "$seen_before" = "$seen_after" ]
 }
 check "kvg.engine_max_batch queues calls (same bytes); a generation, or a set-based call, beyond kvg.engine_kv_memory is refused (53200) before it is queued" admission
+
+# Two roles: a crowd of long prompts, and alice's short calls.
+for role in kvg_ew_crowd kvg_ew_alice; do
+  psql -X -q -d "$db" -c "DROP ROLE IF EXISTS $role" -c "CREATE ROLE $role LOGIN IN ROLE kvg_user, pg_read_all_stats" \
+    -c "ALTER ROLE $role SET kvg.model = '$slow'" -c "ALTER ROLE $role SET kvg.device = 'cpu'" >/dev/null 2>&1
+done
+as_role() {  # as_role ROLE SQL: run as that role in worker mode
+  psql -X -q -At -U "$1" -d "$db" -c "$2"
+}
+crowd_call="SELECT length(kvg_generate(pg_backend_pid() || repeat(' the cat sat on the mat.', 25), 8))"
+# wait_claimed N: until N of the crowd's calls are taken by the worker (at most 20 s).
+wait_claimed() {
+  for _ in $(seq 1 400); do
+    [ "$(psql -X -At -d "$db" -c "SELECT count(*) FROM kvg.progress p JOIN pg_stat_activity a USING (pid)
+                                   WHERE a.usename = 'kvg_ew_crowd' AND p.phase <> 'queued'")" -ge "$1" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+roles_share() {
+  local i pids passes tokens bound order
+  # Passes of 8 tokens: while 6 crowd sessions prefill, alice's prompt gets
+  # half of each pass (her role's share), not a seventh, and not the rest
+  # after every crowd prompt.
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_pass_tokens = 8" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1.2
+  pids=()
+  for i in 1 2 3 4 5 6; do ( as_role kvg_ew_crowd "$crowd_call" >/dev/null 2>&1 ) & pids+=($!); done
+  wait_claimed 6 || return 1
+  # In one session of hers: the model mapped and the prompt tokenized
+  # before the worker's pass count is read, so only her call's passes count.
+  read -r tokens passes < <(psql -X -q -At -U kvg_ew_alice -d "$db" -v ON_ERROR_STOP=1 <<'SQL'
+SELECT cardinality(kvg_tokenize('Alice asks about the little red hen and her friends in the barn.')) AS tokens \gset
+SELECT passes AS before FROM kvg_engine_worker() \gset
+SELECT kvg_generate('Alice asks about the little red hen and her friends in the barn.', 4) \g /dev/null
+SELECT :tokens || ' ' || (passes - :before) FROM kvg_engine_worker();
+SQL
+  )
+  bound=$(( (tokens + 3) / 4 + 8 ))  # her prompt at 4 tokens a pass, 3 decode passes, slack
+  psql -X -q -d "$db" -c "SELECT pg_cancel_backend(a.pid) FROM pg_stat_activity a WHERE a.usename = 'kvg_ew_crowd'" \
+    -c "ALTER SYSTEM RESET kvg.engine_pass_tokens" -c "SELECT pg_reload_conf()" >/dev/null
+  wait "${pids[@]}" 2>/dev/null
+  [ -n "$passes" ] || return 1
+  echo "# 8-token passes, 6 crowd prompts prefilling: alice's $tokens-token prompt and 4 tokens took" \
+    "$passes passes (at most $bound with half of each pass; a seventh would take about $((tokens * 7 / 8)))"
+  [ "$passes" -le "$bound" ] || return 1
+  # Room for one sequence: a crowd call runs, another waits, then alice's
+  # comes; her role has none running, so hers goes first.
+  psql -X -q -d "$db" -c "ALTER SYSTEM SET kvg.engine_max_batch = 1" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1.2
+  : >"$dir/order"
+  ( as_role kvg_ew_crowd "$crowd_call" >/dev/null 2>&1; echo crowd1 >>"$dir/order" ) &
+  wait_claimed 1 || return 1
+  ( as_role kvg_ew_crowd "$crowd_call" >/dev/null 2>&1; echo crowd2 >>"$dir/order" ) &
+  wait_claimed 2 || return 1
+  ( as_role kvg_ew_alice "SELECT kvg_generate('Alice asks again.', 4)" >/dev/null 2>&1; echo alice >>"$dir/order" ) &
+  wait
+  psql -X -q -d "$db" -c "ALTER SYSTEM RESET kvg.engine_max_batch" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1.2
+  order=$(tr '\n' ' ' <"$dir/order")
+  echo "# kvg.engine_max_batch = 1: calls ended in the order $order"
+  [ "$order" = "crowd1 alice crowd2 " ]
+}
+check "the worker is shared by role: alice's prompt gets her role's half of each pass, and her call is admitted before another crowd call" \
+  roles_share
 
 long_call="SELECT encode(kvg_generate_bytes(repeat('Once upon a time there was a big dog. ', 8), 200), 'hex')"
 cancellation() {

@@ -72,6 +72,9 @@ Filesystem filesystem_of(const std::string& dir) {
 // WAL, and so does deleting it and vacuuming it away, so this is kept free
 // for WAL on pg_wal's filesystem (a WAL write that does not fit is a PANIC,
 // not an error: docs/operations.md, "When the disk fills").
+// The most pg_wal holds before checkpoints hold it back.
+uint64_t wal_limit_bytes() { return uint64_t(std::max(max_wal_size_mb, wal_keep_size_mb)) << 20; }
+
 uint64_t wal_growth_left(const std::string& wal_dir) {
   std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(wal_dir.c_str()), closedir);
   if (!dir) throw Error(ErrorCode::Io, "cannot list " + wal_dir + ": " + strerror(errno));
@@ -79,7 +82,7 @@ uint64_t wal_growth_left(const std::string& wal_dir) {
   while (const dirent* entry = readdir(dir.get()))
     if (IsXLogFileName(entry->d_name)) ++segments;
   const uint64_t present = segments * uint64_t(wal_segment_size);
-  const uint64_t limit = uint64_t(std::max(max_wal_size_mb, wal_keep_size_mb)) << 20;
+  const uint64_t limit = wal_limit_bytes();
   return limit > present ? limit - present : 0;
 }
 
@@ -135,8 +138,7 @@ uint32_t check_before_write(uint64_t incoming) {
   const bool shared = wal.device == database.device;
   const uint64_t margin = min_free_bytes();
   // Listing pg_wal only when the reserve could matter: it is at most max_wal_size.
-  const uint64_t wal_limit = uint64_t(std::max(max_wal_size_mb, wal_keep_size_mb)) << 20;
-  const uint64_t kept_for_wal = wal.free < margin + incoming + wal_limit ? wal_growth_left(wal.dir) : 0;
+  const uint64_t kept_for_wal = wal.free < margin + incoming + wal_limit_bytes() ? wal_growth_left(wal.dir) : 0;
   // A filesystem holding pg_wal alone gains nothing from pages VACUUM freed
   // in pg_largeobject: the artifact's WAL is written all the same.
   if (!shared && wal.free < margin + kept_for_wal) refuse(wal, kept_for_wal);

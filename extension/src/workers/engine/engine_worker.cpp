@@ -3,6 +3,7 @@
 // for.
 #include "extension/src/workers/engine/engine_worker.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -103,7 +104,7 @@ struct CallSegment {
 // a larger one.
 size_t reply_queue_bytes(const GenerationRequest& request, size_t count) {
   if (request.capture_ends.empty()) return kReplyQueueBytes;
-  return count == 1 ? kLinkReplyQueueBytes : kGroupLinkReplyQueueBytes;
+  return std::max((kLinkReplyQueueBytes / count) & ~size_t(1023), kMinGroupLinkReplyQueueBytes);
 }
 
 // The chunks of a call's segment: each generation's request and queues.

@@ -17,9 +17,11 @@ namespace kvg::pg::engine_worker {
 // gets chain links back (artifacts of many KV rows) has a larger one.
 inline constexpr size_t kReplyQueueBytes = 1024;
 inline constexpr size_t kLinkReplyQueueBytes = size_t(1) << 20;
-// Each of a set-based call's generations that gets links back (kvg_answers:
-// up to 256 of them): a link larger than this goes in several parts.
-inline constexpr size_t kGroupLinkReplyQueueBytes = size_t(64) << 10;
+// A set-based call's generations that get links back (kvg_answers: up to
+// 256 of them) share kLinkReplyQueueBytes, each at least this much, so one
+// call's segment stays within a few MB; a link larger than its queue goes in
+// several parts.
+inline constexpr size_t kMinGroupLinkReplyQueueBytes = size_t(16) << 10;
 
 // One per PGPROC: a backend has at most one call in flight, and one that
 // exits leaks nothing (the next backend on its PGPROC reuses the slot). A
