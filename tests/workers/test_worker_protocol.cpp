@@ -106,6 +106,7 @@ std::vector<Sample> every_message_kind() {
       sample("GenerationRequest", generation_request()),
       sample("GenerationRequest without a chain", without_leaf),
       sample("NeedReply", EngineReply(NeedReply{{digest_of(6), digest_of(7)}})),
+      sample("StartedReply", EngineReply(StartedReply{})),
       sample("TokenReply", EngineReply(TokenReply{-123456})),
       sample("LinkReply", EngineReply(LinkReply{{7, 0, 255, 1}})),
       sample("DoneReply", EngineReply(DoneReply{true, 0.25, 1.5, 96, 1234, 8})),

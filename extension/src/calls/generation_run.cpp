@@ -127,7 +127,7 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
   const ProgressReport decoded = decode_progress(tracker, options.decode_report);
   engine_worker::Progress progress;
-  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
   progress.decoded = [&decoded, &options](size_t, int64_t n) { decoded(n, options.max_new_tokens); };
   return run_from(chosen, engine_worker::generate(request, supply_from(call), progress), links);
 }
@@ -153,7 +153,7 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
   std::vector<int64_t> decoded_each(n, 0);
   int64_t decoded = 0;
   engine_worker::Progress progress;
-  progress.claimed = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
   progress.decoded = [&](size_t i, int64_t k) {
     decoded += k - decoded_each[i];
     decoded_each[i] = k;

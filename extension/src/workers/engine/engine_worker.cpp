@@ -195,14 +195,6 @@ class Call {
     return {};
   }
 
-  // Whether the worker has taken the call from the queue.
-  bool claimed() const {
-    LWLockAcquire(shared_memory->lock, LW_SHARED);
-    const bool taken = shared_memory->slots[slot_].request.state != SlotState::Queued;
-    LWLockRelease(shared_memory->lock);
-    return taken;
-  }
-
   // A worker that started after this call was queued has not seen the
   // queue: wake it.
   void wake_worker_if_queued() const {
@@ -242,11 +234,16 @@ uint64_t queue_call(const CallSegment& segment, size_t generations) {
 // One reply to generation `index` taken into `out`: true at its end (Done),
 // after raising the worker's error for Failed.
 bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, size_t index, const Supply& supply,
-                const Progress& progress, WorkerGeneration& out) {
+                const Progress& progress, bool& started, WorkerGeneration& out) {
   using namespace worker_protocol;
   if (auto* token = std::get_if<TokenReply>(&reply)) {
     out.result.tokens.push_back(token->token);
     if (progress.decoded) progress.decoded(index, int64_t(out.result.tokens.size()));
+    return false;
+  }
+  if (std::holds_alternative<StartedReply>(reply)) {
+    if (!started && progress.started) progress.started();
+    started = true;
     return false;
   }
   if (auto* need = std::get_if<NeedReply>(&reply)) {
@@ -369,12 +366,8 @@ std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequ
   std::vector<WorkerGeneration> out(here.size());
   std::vector<bool> ended(here.size(), false);
   size_t running = here.size();
-  bool claimed = false;
+  bool started = false;  // the first of its sequences the worker admitted
   for (;;) {
-    if (!claimed && in_flight.claimed()) {
-      claimed = true;
-      if (progress.claimed) progress.claimed();
-    }
     bool heard = false;
     for (size_t i = 0; i < here.size(); ++i) {
       if (ended[i]) continue;
@@ -386,7 +379,7 @@ std::vector<WorkerGeneration> generate_together(const std::vector<GenerationRequ
       heard = true;
       auto reply = worker_protocol::decode<worker_protocol::EngineReply>(
           std::string_view(static_cast<const char*>(data), n));
-      if (take_reply(std::move(reply), in_flight, i, supply, progress, out[i])) {
+      if (take_reply(std::move(reply), in_flight, i, supply, progress, started, out[i])) {
         ended[i] = true;
         --running;
       }

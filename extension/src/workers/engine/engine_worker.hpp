@@ -66,11 +66,12 @@ struct WorkerGeneration {
 // the caller's rights.
 using Supply = std::function<std::vector<std::pair<Digest, VerifiedBytes::Bytes>>(const std::vector<Digest>& ids)>;
 
-// What a waiting call hears of its generations: the worker took the call
-// from the queue, and the tokens the generation at `index` (of the requests
-// handed over) has decoded so far, each time one arrives.
+// What a waiting call hears of its generations: the worker admitted one of
+// them into its passes (the first time only: the call is no longer queued),
+// and the tokens the generation at `index` (of the requests handed over) has
+// decoded so far, each time one arrives.
 struct Progress {
-  std::function<void()> claimed;
+  std::function<void()> started;
   std::function<void(size_t index, int64_t decoded)> decoded;
 };
 

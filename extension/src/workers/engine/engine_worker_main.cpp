@@ -328,6 +328,7 @@ std::string Worker::start(Sequence& s) {
   s.held.clear();  // grafted: the cache keeps what it may
   s.kv_bytes = need;
   kv_in_use_ += need;
+  s.outbox.push_back(reply_bytes(StartedReply{}));
   return {};
 }
 

@@ -92,6 +92,13 @@ struct NeedReply {
   template <class F> void fields(F& f) { f(ids); }
 };
 
+// The worker admitted the sequence into its passes: what came before was
+// waiting (for room, or in line behind other roles' calls), not prefill.
+struct StartedReply {
+  static constexpr uint8_t kTag = 'S';
+  template <class F> void fields(F&) {}
+};
+
 // A token decoded.
 struct TokenReply {
   static constexpr uint8_t kTag = 'T';
@@ -138,7 +145,7 @@ struct FailedReply {
   void validate() const;
 };
 
-using EngineReply = std::variant<NeedReply, TokenReply, LinkReply, DoneReply, FailedReply>;
+using EngineReply = std::variant<NeedReply, StartedReply, TokenReply, LinkReply, DoneReply, FailedReply>;
 
 // The bytes a backend sends for a Need, in a segment of their own.
 struct SuppliedArtifacts {
