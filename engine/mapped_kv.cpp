@@ -12,6 +12,7 @@
 #include "engine/chain_check.hpp"
 #include "engine/gguf/mapping_guard.hpp"
 #include "storage/artifact_format.hpp"
+#include "storage/kv_codec.hpp"
 
 namespace kvg {
 
@@ -20,6 +21,7 @@ struct MappedKv::Link {
   std::string path;
   const uint8_t* base = nullptr;
   size_t size = 0;
+  FileIdentity identity;  // as mapped
   std::unique_ptr<gguf::MappingGuard> guard;  // registered after mmap, gone before munmap
 
   explicit Link(std::string file) : path(std::move(file)) {
@@ -35,6 +37,7 @@ struct MappedKv::Link {
       throw Error(ErrorCode::Io, "artifact file '" + path + "' is not a non-empty regular file");
     }
     size = size_t(st.st_size);
+    identity = identity_of(st);
     // MAP_SHARED, read-only: backends mapping the same artifact share its
     // page-cache pages, as they share the model's.
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
@@ -61,13 +64,11 @@ MappedKv::~MappedKv() = default;
 
 std::shared_ptr<const MappedKv> MappedKv::open(const Session& session, const Digest& leaf,
                                                const ArtifactPathOf& path_of,
-                                               std::optional<std::span<const int32_t>> prompt) {
+                                               std::optional<std::span<const int32_t>> prompt,
+                                               const VouchedFile& vouched) {
   if (session.n_past() != 0)
     throw Error(ErrorCode::InvalidArgument, "mapped KV starts at position 0, but the context already holds " +
                                                 std::to_string(session.n_past()) + " positions");
-  if (session.options().recipe.kv != KvStorage::F32)
-    throw Error(ErrorCode::Unsupported, "mapped KV reads fp32 KV only, and recipe " + session.options().recipe.name() +
-                                            " keeps " + kv_storage_name(session.options().recipe.kv) + " KV");
   const ArtifactOpener headers_of = [&](const Digest& id) -> std::unique_ptr<ByteSource> {
     return std::make_unique<FileSource>(path_of(id));
   };
@@ -79,24 +80,30 @@ std::shared_ptr<const MappedKv> MappedKv::open(const Session& session, const Dig
   for (size_t i = 0; i < plan.ids.size(); ++i) {
     auto link = std::make_unique<Link>(path_of(plan.ids[i]));
     const ArtifactHeader h = parse_header(link->bytes());
-    // Before the shared checks, which would call a compact dtype a recipe
-    // mismatch: attention reads mapped rows as the fp32 they must be.
-    if (h.kv_dtype != kKvDtypeF32)
-      throw Error(ErrorCode::Unsupported, artifact_label(plan.ids[i]) + "holds KV dtype " +
-                                              std::to_string(h.kv_dtype) + "; mapped KV reads fp32 artifacts only");
+    // The recipe names the KV storage: another storage's link is refused here.
     checker.check_header(plan, i, h);
-    // Every byte hashed once, here; the rows are trusted from then on.
-    const VerifiedArtifact verified = verify_artifact(link->bytes());
-    ChainLinkChecker::check_identity(verified.identity, plan.ids[i]);
+    // Every byte hashed once, here (or before, by whoever vouches for this
+    // very file); the rows are trusted from then on.
+    if (!(vouched && vouched(plan.ids[i], link->identity)))
+      ChainLinkChecker::check_identity(verify_artifact(link->bytes()).identity, plan.ids[i]);
     if (!link->intact())
       throw Error(ErrorCode::Io, "artifact file '" + link->path + "' was truncated while it was verified");
-    const size_t block_bytes = h.block_floats() * sizeof(float);
     const uint8_t* payload = link->base + h.header_bytes();
     for (int l = 0; l < n_layer; ++l) {
       const uint8_t* k = payload + size_t(l) * h.layer_bytes();
-      kv->layers_[size_t(l)].push_back(KvSegment{int64_t(h.position_start), int64_t(h.position_end()),
-                                                 reinterpret_cast<const float*>(k),
-                                                 reinterpret_cast<const float*>(k + block_bytes)});
+      KvSegment segment{int64_t(h.position_start), int64_t(h.position_end())};
+      if (h.kv_dtype == kKvDtypeF32) {  // the cache's own row layout: read in place
+        segment.k = reinterpret_cast<const float*>(k);
+        segment.v = reinterpret_cast<const float*>(k + h.block_bytes());
+      } else {  // compact rows (canonical: verified), widened as attention reads them
+        segment.widen = &decode_kv_rows;
+        segment.dtype = h.kv_dtype;
+        segment.k_rows = k;
+        segment.v_rows = k + h.block_bytes();
+        segment.row_bytes = int64_t(h.head_row_bytes());
+        segment.n_head_kv = int(h.n_head_kv);
+      }
+      kv->layers_[size_t(l)].push_back(segment);
     }
     kv->tokens_.insert(kv->tokens_.end(), h.tokens.begin(), h.tokens.end());
     kv->links_.push_back(plan.ids[i]);
@@ -120,8 +127,8 @@ void MappedKv::check_intact() const {
 }
 
 GraftedChain graft_mapped(Session& session, const Digest& leaf, const ArtifactPathOf& path_of,
-                          std::optional<std::span<const int32_t>> prompt) {
-  std::shared_ptr<const MappedKv> kv = MappedKv::open(session, leaf, path_of, prompt);
+                          std::optional<std::span<const int32_t>> prompt, const VouchedFile& vouched) {
+  std::shared_ptr<const MappedKv> kv = MappedKv::open(session, leaf, path_of, prompt, vouched);
   session.map_prefix(kv);
   return GraftedChain{kv->links(), kv->n_tokens()};
 }

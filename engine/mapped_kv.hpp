@@ -6,16 +6,21 @@
 // order, so the logits are the same bits as a resident graft's; only the
 // resident positions count against EngineOptions::max_kv_bytes.
 //
-// Every link is verified once, when the chain is mapped, with graft()'s own
-// checks (engine/chain_check.hpp) and a hash of every byte. The files must
+// Every link is verified when the chain is mapped, with graft()'s own checks
+// (engine/chain_check.hpp) and a hash of every byte, unless whoever keeps
+// the files vouches for that very file (VouchedFile: hashed before, and its
+// identity unchanged since). The files must
 // not change afterwards: a content-addressed file store writes each object
 // once and renames it into place. A file truncated under the session is
 // caught (its lost pages read as zeros and the next forward() fails, never
 // SIGBUS); a file rewritten in place is not, so a store that cannot promise
 // immutability must not be mapped.
 //
-// fp32 artifacts only (kv_dtype f32), on the CPU only: compact KV dtypes and
-// CUDA sessions are refused by name.
+// fp32 rows are read in place; compact rows (kv_dtype bf16, i8) are widened
+// as attention reads them, into exactly the floats a resident cache of that
+// storage holds (kernels/cpu/attention.hpp: KvSegment::widen). The recipe
+// names the storage, so a chain of another storage is refused by name. CPU
+// sessions only: a CUDA session is refused by name.
 #pragma once
 
 #include <functional>
@@ -25,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_identity.hpp"
 #include "engine/graft.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -34,6 +40,11 @@ namespace kvg {
 // The file holding an artifact (FileStore::path_of); NotFound when unknown.
 using ArtifactPathOf = std::function<std::string(const Digest&)>;
 
+// Whether the file mapped for artifact `id`, as fstat identifies it, is
+// known to hold exactly that artifact's bytes: its SHA-256 is then not
+// computed again (every other check still runs). Nothing: always hashed.
+using VouchedFile = std::function<bool(const Digest& id, const FileIdentity& file)>;
+
 class MappedKv {
  public:
   // Maps every link of the chain ending in `leaf` and verifies it for
@@ -41,7 +52,8 @@ class MappedKv {
   // checks graft() makes, including `prompt` beginning with the chain's tokens.
   static std::shared_ptr<const MappedKv> open(const Session& session, const Digest& leaf,
                                               const ArtifactPathOf& path_of,
-                                              std::optional<std::span<const int32_t>> prompt = std::nullopt);
+                                              std::optional<std::span<const int32_t>> prompt = std::nullopt,
+                                              const VouchedFile& vouched = {});
   ~MappedKv();
   MappedKv(const MappedKv&) = delete;
   MappedKv& operator=(const MappedKv&) = delete;
@@ -69,6 +81,7 @@ class MappedKv {
 // Maps the chain into an empty CPU session (Session::map_prefix) instead of
 // copying it: graft() without the copy. On a refusal the session is unchanged.
 GraftedChain graft_mapped(Session& session, const Digest& leaf, const ArtifactPathOf& path_of,
-                          std::optional<std::span<const int32_t>> prompt = std::nullopt);
+                          std::optional<std::span<const int32_t>> prompt = std::nullopt,
+                          const VouchedFile& vouched = {});
 
 }  // namespace kvg

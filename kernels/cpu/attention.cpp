@@ -22,18 +22,32 @@ const float* KvBlockCursor::row(const float* resident, int64_t p, bool key) {
   return (key ? s.k : s.v) + (p - s.begin) * kv_.row_stride + kv_.head_offset;
 }
 
+void KvBlockCursor::copy_row(int64_t p, bool key, float* out) {
+  if (p < kv_.resident_begin()) {
+    while (kv_.prefix[segment_].end <= p) ++segment_;
+    const KvSegment& s = kv_.prefix[segment_];
+    if (s.widen) {
+      const int64_t head = kv_.head_offset / head_dim_;
+      const uint8_t* rows = key ? s.k_rows : s.v_rows;
+      s.widen(s.dtype, uint32_t(head_dim_), rows + ((p - s.begin) * s.n_head_kv + head) * s.row_bytes, 1, out);
+      return;
+    }
+  }
+  std::memcpy(out, row(key ? kv_.k : kv_.v, p, key), size_t(head_dim_) * sizeof(float));
+}
+
 KvBlockRows KvBlockCursor::rows(int64_t start, int n) {
   const int64_t resident_begin = kv_.resident_begin();
   const int64_t last = start + n - 1;
   if (start >= resident_begin) return {row(kv_.k, start, true), row(kv_.v, start, false), kv_.row_stride};
   while (kv_.prefix[segment_].end <= start) ++segment_;
-  if (last < kv_.prefix[segment_].end) return {row(kv_.k, start, true), row(kv_.v, start, false), kv_.row_stride};
-  // Straddles a boundary: gather this head's slices, position by position.
+  if (last < kv_.prefix[segment_].end && !kv_.prefix[segment_].widen)
+    return {row(kv_.k, start, true), row(kv_.v, start, false), kv_.row_stride};
+  // Straddles a boundary, or compact: gather this head's slices, position by position.
   const size_t at = segment_;
-  const size_t bytes = size_t(head_dim_) * sizeof(float);
-  for (int j = 0; j < n; ++j) std::memcpy(spill_k_ + j * head_dim_, row(kv_.k, start + j, true), bytes);
-  segment_ = at;  // row() moved it on; walk the same segments again for the values
-  for (int j = 0; j < n; ++j) std::memcpy(spill_v_ + j * head_dim_, row(kv_.v, start + j, false), bytes);
+  for (int j = 0; j < n; ++j) copy_row(start + j, true, spill_k_ + j * head_dim_);
+  segment_ = at;  // copy_row() moved it on; walk the same segments again for the values
+  for (int j = 0; j < n; ++j) copy_row(start + j, false, spill_v_ + j * head_dim_);
   return {spill_k_, spill_v_, head_dim_};
 }
 

@@ -8,6 +8,7 @@
 // the cache was computed here or grafted from an artifact.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -17,13 +18,27 @@ namespace kvg {
 
 constexpr int kAttentionBlock = 32;
 
+// How a compact row becomes the floats it stands for (storage/kv_codec.hpp's
+// decode_kv_rows, which the engine hands down: kernels know no formats).
+using KvRowWidener = void (*)(uint32_t dtype, uint32_t head_dim, const uint8_t* rows, size_t n_rows, float* out);
+
 // Rows of positions [begin, end) held outside the resident cache (a mapped
-// artifact link, engine/mapped_kv.hpp): position p's row starts at
-// k + (p - begin) * row_stride, with the layout's row_stride.
+// artifact link, engine/mapped_kv.hpp). fp32 rows: position p's row starts
+// at k + (p - begin) * row_stride, with the layout's row_stride. Compact
+// rows (widen set: an artifact of kv_dtype bf16 or i8): the row of position
+// p and KV head h starts at k_rows + ((p - begin) * n_head_kv + h) *
+// row_bytes, and is widened as it is read into exactly the floats a
+// resident cache of that storage holds.
 struct KvSegment {
   int64_t begin = 0, end = 0;
   const float* k = nullptr;
   const float* v = nullptr;
+  KvRowWidener widen = nullptr;
+  uint32_t dtype = 0;
+  const uint8_t* k_rows = nullptr;
+  const uint8_t* v_rows = nullptr;
+  int64_t row_bytes = 0;
+  int n_head_kv = 0;
 };
 
 struct KvLayout {
@@ -47,10 +62,12 @@ struct KvBlockRows {
 };
 
 // Finds a block's rows in a KvLayout, for blocks visited in increasing order.
-// A block inside one segment, or inside the resident rows, is read in place;
-// one that straddles a boundary has this head's slices copied into a buffer
-// here. Copying changes no value, and the kernels' arithmetic is the same
-// either way, so the bits do not depend on where the segments end.
+// A block inside one fp32 segment, or inside the resident rows, is read in
+// place; one that straddles a boundary, or lies in a compact segment, has
+// this head's slices copied (or widened) into a buffer here. Copying changes
+// no value, widening gives the resident cache's values, and the kernels'
+// arithmetic is the same either way, so the bits do not depend on where the
+// segments end or how they are stored.
 class KvBlockCursor {
  public:
   KvBlockCursor(const KvLayout& kv, int head_dim) : kv_(kv), head_dim_(head_dim) {}
@@ -60,13 +77,14 @@ class KvBlockCursor {
   KvBlockRows rows(int64_t start, int n);
 
  private:
-  const float* row(const float* resident, int64_t p, bool key);  // this head's slice of p's row
+  const float* row(const float* resident, int64_t p, bool key);  // this head's slice of p's row (fp32)
+  void copy_row(int64_t p, bool key, float* out);               // ... of any row, as floats
 
   const KvLayout& kv_;
   int head_dim_;
   size_t segment_ = 0;  // the first segment that may hold the next block
-  // Straddling blocks only (head_dim <= 512, the kernels' bound); never
-  // touched otherwise, so it costs stack address space, not time.
+  // Straddling or compact blocks only (head_dim <= 512, the kernels' bound);
+  // never touched otherwise, so it costs stack address space, not time.
   alignas(64) float spill_k_[kAttentionBlock * 512];
   alignas(64) float spill_v_[kAttentionBlock * 512];
 };

@@ -3,7 +3,9 @@
 // gives the same logits bytes as a resident graft and as a monolithic
 // recompute, whatever the split (not aligned to 32), the thread count and the
 // ISA; a context larger than the KV budget runs mapped although a resident
-// one is refused; damaged or unusable artifacts are refused by name.
+// one is refused; damaged or unusable artifacts are refused by name. The
+// files a server maps from (engine/mapped_kv_files.hpp) are hashed once,
+// rebuilt when damaged or deleted, and bounded.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "common/error.hpp"
 #include "engine/graft.hpp"
 #include "engine/mapped_kv.hpp"
+#include "engine/mapped_kv_files.hpp"
 #include "engine/memory_artifacts.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "storage/file_store.hpp"
@@ -22,6 +25,19 @@
 
 namespace kvg {
 namespace {
+
+// Flips one bit of the byte in the middle of the file at `path`, in place.
+void flip_middle_byte(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fseek(f, 0, SEEK_END), 0);
+  const long middle = std::ftell(f) / 2;
+  ASSERT_EQ(std::fseek(f, middle, SEEK_SET), 0);
+  const int c = std::fgetc(f);
+  ASSERT_EQ(std::fseek(f, middle, SEEK_SET), 0);
+  std::fputc(c ^ 0x10, f);
+  std::fclose(f);
+}
 
 std::vector<Isa> attention_isas() {  // the two attention kernels: scalar, and AVX-512 where the CPU has it
   std::vector<Isa> isas = {Isa::Scalar};
@@ -111,7 +127,9 @@ class MappedKvTest : public ::testing::Test {
   // Captures positions [from, to) after grafting `parent` (resident) and
   // stores the artifact in the file store.
   Digest capture(int64_t from, int64_t to, std::optional<Digest> parent) {
-    Session session(model_, EngineOptions{});
+    EngineOptions options;
+    options.recipe = recipe_;
+    Session session(model_, options);
     if (parent) graft(session, *parent, memory_.opener());
     session.prefill(std::span<const int32_t>(tokens_.data() + from, size_t(to - from)), 0, LogitsFor::None, nullptr);
     const Digest id = memory_.capture_from(session, from, to, parent);
@@ -121,6 +139,15 @@ class MappedKvTest : public ::testing::Test {
   }
   ArtifactPathOf path_of() {
     return [this](const Digest& id) { return store_->path_of(id); };
+  }
+  // A store of its own holding copies of `ids`, to damage without touching store_.
+  FileStore copies_of(const char* name, std::initializer_list<Digest> ids) {
+    FileStore copy(test::temp_dir(name));
+    for (const Digest& id : ids) {
+      MemorySource bytes(memory_.bytes.at(id));
+      copy.put(bytes);
+    }
+    return copy;
   }
   // Logits of positions [from, end) from one monolithic prefill.
   std::vector<float> recompute(int64_t from, const EngineOptions& options) {
@@ -150,6 +177,7 @@ class MappedKvTest : public ::testing::Test {
     for (Isa isa : attention_isas())
       for (int threads : {1, 2}) {
         EngineOptions options;
+        options.recipe = recipe_;
         options.isa = isa;
         options.threads = threads;
         Session mapped(model_, options);
@@ -175,6 +203,7 @@ class MappedKvTest : public ::testing::Test {
   std::unique_ptr<FileStore> store_;
   MemoryArtifacts memory_;
   std::vector<int32_t> tokens_;
+  Recipe recipe_{};  // what captures and sessions run under
 };
 
 TEST_F(MappedKvTest, LogitsEqualResidentGraftAndRecomputeAtUnalignedSplits) {
@@ -193,6 +222,31 @@ TEST_F(MappedKvTest, WindowedAndSoftcappedLayersAreExactToo) {
   model_ = test::load_synth(gemma2, "mapped_kv_gemma2");
   const Digest a = capture(0, 29, std::nullopt);
   expect_exact(capture(29, 75, a));
+}
+
+// Compact KV (bf16, i8 rows): widened as attention reads them, into the
+// floats a resident cache of that storage holds, so the bits are its bits.
+TEST_F(MappedKvTest, CompactKvChainsAreWidenedAsReadAndExactToo) {
+  for (KvStorage kv : {KvStorage::BF16, KvStorage::I8}) {
+    recipe_ = Recipe{Arithmetic::F32, kv};
+    const Digest a = capture(0, 37, std::nullopt);
+    const Digest b = capture(37, 70, a);
+    expect_exact(b);
+    expect_exact(capture(0, 64, std::nullopt));  // a chain ending on a block boundary
+  }
+}
+
+TEST_F(MappedKvTest, AChainOfAnotherKvStorageIsRefusedByName) {
+  recipe_ = Recipe{Arithmetic::F32, KvStorage::I8};
+  const Digest compact = capture(0, 40, std::nullopt);
+  Session f32(model_, EngineOptions{});
+  try {
+    graft_mapped(f32, compact, path_of(), tokens_);
+    FAIL() << "an i8 chain was mapped into an f32 session";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("i8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(f32.mapped_end(), 0);
 }
 
 TEST_F(MappedKvTest, ContextBeyondTheKvBudgetRunsMappedAndStaysExact) {
@@ -251,21 +305,8 @@ TEST_F(MappedKvTest, DamagedOrForeignArtifactsAreRefusedBeforeUse) {
   const Digest root = capture(0, 40, std::nullopt);
   const Digest leaf = capture(40, 60, root);
   // A flipped payload byte in the root's file: the hash check names it.
-  FileStore damaged(test::temp_dir("mapped_kv_damaged"));
-  for (const Digest& id : {root, leaf}) {
-    MemorySource bytes(memory_.bytes.at(id));
-    damaged.put(bytes);
-  }
-  {
-    std::FILE* f = std::fopen(damaged.path_of(root).c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    const long middle = long(memory_.bytes.at(root).size() / 2);
-    ASSERT_EQ(std::fseek(f, middle, SEEK_SET), 0);
-    const int c = std::fgetc(f);
-    ASSERT_EQ(std::fseek(f, middle, SEEK_SET), 0);
-    std::fputc(c ^ 0x10, f);
-    std::fclose(f);
-  }
+  FileStore damaged = copies_of("mapped_kv_damaged", {root, leaf});
+  flip_middle_byte(damaged.path_of(root));
   Session session(model_, EngineOptions{});
   try {
     graft_mapped(session, leaf, [&](const Digest& id) { return damaged.path_of(id); }, tokens_);
@@ -297,10 +338,7 @@ TEST_F(MappedKvTest, DamagedOrForeignArtifactsAreRefusedBeforeUse) {
 TEST_F(MappedKvTest, AFileTruncatedWhileMappedFailsTheCallInsteadOfSigbus) {
   const Digest root = capture(0, 64, std::nullopt);
   // A copy of the store's file, so the store itself stays whole.
-  const std::string dir = test::temp_dir("mapped_kv_truncated");
-  FileStore copy(dir);
-  MemorySource bytes(memory_.bytes.at(root));
-  copy.put(bytes);
+  FileStore copy = copies_of("mapped_kv_truncated", {root});
   Session session(model_, EngineOptions{});
   graft_mapped(session, root, [&](const Digest& id) { return copy.path_of(id); }, tokens_);
   ASSERT_EQ(::truncate(copy.path_of(root).c_str(), 100), 0);
@@ -311,6 +349,88 @@ TEST_F(MappedKvTest, AFileTruncatedWhileMappedFailsTheCallInsteadOfSigbus) {
     EXPECT_EQ(e.code(), ErrorCode::Io);
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
+}
+
+// --- the files a server maps chains from ---
+
+TEST_F(MappedKvTest, KvFilesAreAskedForOnceThenMappedWithTheSameBits) {
+  const Digest root = capture(0, 40, std::nullopt);
+  const Digest leaf = capture(40, 70, root);
+  const std::vector<Digest> chain = {root, leaf};
+  MappedKvFiles files(test::temp_dir("mapped_kv_files"), int64_t{1} << 30);
+  EXPECT_EQ(files.missing(chain), chain);
+  for (const Digest& id : chain) files.put(id, memory_.bytes.at(id), chain);
+  EXPECT_TRUE(files.missing(chain).empty());
+  EXPECT_EQ(files.files(), 2u);
+  EXPECT_EQ(files.bytes(), int64_t(memory_.bytes.at(root).size() + memory_.bytes.at(leaf).size()));
+  Session mapped(model_, EngineOptions{});
+  graft_mapped(mapped, leaf, [&](const Digest& id) { return files.path_of(id); }, tokens_, files.vouched());
+  Session resident(model_, EngineOptions{});
+  graft(resident, leaf, memory_.opener(), tokens_);
+  EXPECT_TRUE(same_bytes(continue_prompt(mapped), continue_prompt(resident)));
+  // Bytes that do not hash to the name they are supplied for are refused.
+  EXPECT_THROW(files.put(root, memory_.bytes.at(leaf), chain), Error);
+}
+
+TEST_F(MappedKvTest, AVouchedFileIsNotHashedAgainAndAnUnvouchedOneIs) {
+  const Digest root = capture(0, 40, std::nullopt);
+  FileStore copy = copies_of("mapped_kv_vouched", {root});
+  flip_middle_byte(copy.path_of(root));
+  const ArtifactPathOf path_of = [&](const Digest& id) { return copy.path_of(id); };
+  // Whoever vouches answers for the bytes: the hash is skipped (the format
+  // checks are not), so a file a cache vouched for wrongly is not caught.
+  Session trusting(model_, EngineOptions{});
+  EXPECT_NO_THROW(graft_mapped(trusting, root, path_of, tokens_, [](const Digest&, const FileIdentity&) { return true; }));
+  Session checking(model_, EngineOptions{});
+  EXPECT_THROW(graft_mapped(checking, root, path_of, tokens_, [](const Digest&, const FileIdentity&) { return false; }),
+               Error);
+}
+
+TEST_F(MappedKvTest, KvFilesDamagedOrDeletedAreRebuiltNeverServed) {
+  const Digest root = capture(0, 40, std::nullopt);
+  const Digest leaf = capture(40, 70, root);
+  const std::vector<Digest> chain = {root, leaf};
+  const std::string dir = test::temp_dir("mapped_kv_files_damage");
+  {
+    MappedKvFiles files(dir, int64_t{1} << 30);
+    for (const Digest& id : chain) files.put(id, memory_.bytes.at(id), chain);
+    // A flipped byte changes the file's identity: hashed again, removed, asked for.
+    flip_middle_byte(files.path_of(root));
+    EXPECT_EQ(files.missing(chain), std::vector<Digest>{root});
+    EXPECT_NE(::access(files.path_of(root).c_str(), F_OK), 0);
+    files.put(root, memory_.bytes.at(root), chain);
+    // A deleted file is asked for again.
+    ASSERT_EQ(::unlink(files.path_of(leaf).c_str()), 0);
+    EXPECT_EQ(files.missing(chain), std::vector<Digest>{leaf});
+    files.put(leaf, memory_.bytes.at(leaf), chain);
+    EXPECT_TRUE(files.missing(chain).empty());
+  }
+  // A new process finds the files unverified: it hashes each once, and
+  // removes a damaged one.
+  flip_middle_byte(FileStore(dir).path_of(leaf));
+  MappedKvFiles again(dir, int64_t{1} << 30);
+  EXPECT_EQ(again.files(), 2u);
+  EXPECT_EQ(again.missing(chain), std::vector<Digest>{leaf});
+  again.put(leaf, memory_.bytes.at(leaf), chain);
+  Session mapped(model_, EngineOptions{});
+  graft_mapped(mapped, leaf, [&](const Digest& id) { return again.path_of(id); }, tokens_, again.vouched());
+  EXPECT_TRUE(same_bytes(continue_prompt(mapped), recompute(70, EngineOptions{})));
+}
+
+TEST_F(MappedKvTest, KvFilesStayWithinTheirBoundSparingTheChainInHand) {
+  const Digest a = capture(0, 40, std::nullopt);
+  const Digest b = capture(0, 50, std::nullopt);
+  const int64_t one = int64_t(memory_.bytes.at(b).size());
+  MappedKvFiles files(test::temp_dir("mapped_kv_files_bound"), one + one / 2);
+  files.put(a, memory_.bytes.at(a), std::vector<Digest>{a});
+  files.put(b, memory_.bytes.at(b), std::vector<Digest>{b});  // a, used least recently, goes
+  EXPECT_EQ(files.files(), 1u);
+  EXPECT_EQ(files.missing(std::vector<Digest>{a, b}), std::vector<Digest>{a});
+  // A chain larger than the bound is kept whole while it is in hand.
+  const std::vector<Digest> both = {a, b};
+  files.put(a, memory_.bytes.at(a), both);
+  EXPECT_EQ(files.files(), 2u);
+  EXPECT_GT(files.bytes(), one + one / 2);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ GenerationRequest generation_request() {
   r.leaf = digest_of(2);
   r.database = 16384;
   r.links = {{digest_of(3), 40001}, {digest_of(2), 40002}};
+  r.chain_tokens = 262144;
   r.max_new_tokens = 77;
   r.temperature = 0.7f;
   r.top_k = 40;
@@ -148,6 +149,7 @@ TEST(WorkerProtocol, AGenerationRequestKeepsEveryValue) {
   ASSERT_EQ(got.links.size(), 2u);
   EXPECT_EQ(got.links[1].id, digest_of(2));
   EXPECT_EQ(got.links[1].loid, 40002u);
+  EXPECT_EQ(got.chain_tokens, 262144);
   EXPECT_EQ(got.max_new_tokens, 77);
   EXPECT_EQ(got.temperature, 0.7f);
   EXPECT_EQ(got.top_k, 40);

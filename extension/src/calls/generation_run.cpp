@@ -73,6 +73,7 @@ engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const i
   request.max_kv_is_share = kv_share;
   request.prompt.assign(prompt.begin(), prompt.end());
   request.leaf = chosen.chain.leaf;
+  request.chain_tokens = chosen.chain.end;
   if (request.leaf)
     for (const StoredArtifact& row : call.store.chain(*request.leaf)) request.links.push_back({row.id, row.loid});
   request.max_new_tokens = options.max_new_tokens;
@@ -91,11 +92,14 @@ engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const i
 // A request whose KV could never fit kvg.engine_kv_memory is refused here
 // (53200), before it is queued: the worker would reserve this much for it
 // (engine_worker_main.cpp: the prompt and max_new_tokens, within the
-// model's context), and refuse it only once it took it from the queue.
+// model's context, less a chain it attends in place from its KV files), and
+// refuse it only once it took it from the queue.
 void refuse_if_never_fits(const Model& model, const engine_worker::GenerationRequest& request) {
   const ModelConfig& config = model.config();
+  const int64_t mapped = engine_worker::maps_chain_of(request) ? request.chain_tokens : 0;
   const int64_t positions =
-      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), config.n_ctx);
+      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), config.n_ctx) -
+      mapped;
   const int64_t need = KvCache::bytes_for(config.n_layer, config.kv_row_floats(), positions);
   if (need > engine_worker::kv_memory_bytes())
     raise_sqlstate("53200", engine_worker::never_fits_message(need),

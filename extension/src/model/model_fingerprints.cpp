@@ -41,10 +41,6 @@ const SharedStruct kSharedMemory{
     "kvg model fingerprints", kTranche, [] { return sizeof(Table); },
     [](void* memory, LWLock* lock) { static_cast<Table*>(memory)->lock = lock; }, reinterpret_cast<void**>(&table)};
 
-FileIdentity identity_of(const struct stat& st) {
-  return {st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
-}
-
 }  // namespace
 
 FileIdentity identify(const std::string& path) {

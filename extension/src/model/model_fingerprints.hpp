@@ -1,8 +1,8 @@
 // The models' fingerprints, remembered for the whole server: a model's
 // fingerprint is the SHA-256 of its file, and computing it reads every byte
 // (a second or more for a 1 GB model). The first process that loads a file
-// records its fingerprint here under the file's identity (device, inode,
-// size, modification time: what engine_context.cpp already trusts to decide
+// records its fingerprint here under the file's identity
+// (common/file_identity.hpp: what engine_context.cpp already trusts to decide
 // that a loaded model is still current); every later load of the same file,
 // in any backend or the engine worker, takes it from here. A file replaced
 // or rewritten gets a new identity and is hashed again.
@@ -15,17 +15,12 @@
 #include <string>
 #include <sys/types.h>
 
+#include "common/file_identity.hpp"
 #include "engine/model.hpp"
 
 namespace kvg::pg::model_fingerprints {
 
-struct FileIdentity {
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
+using kvg::FileIdentity;
 
 // The identity of the file at `path`; NotFound, Io or InvalidArgument (a
 // directory) naming kvg.model otherwise.

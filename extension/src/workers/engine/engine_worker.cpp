@@ -61,6 +61,7 @@ int engine_max_batch = 32;
 int engine_pass_tokens = 64;
 int engine_kv_memory_kb = 4 << 20;
 int engine_cache_memory_kb = 1 << 20;
+int engine_kv_files_mb = 4096;
 
 Shared* shared_memory = nullptr;
 // One request slot per process (shared_struct.hpp).
@@ -307,6 +308,12 @@ void define_settings() {
                           "Least recently used first out; kvg_engine_worker() shows its use.",
                           &engine_cache_memory_kb, 1 << 20, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr,
                           nullptr);
+  DefineCustomIntVariable("kvg.engine_kv_files",
+                          "Disk the engine worker's KV files may take: verified artifacts whose KV it attends in "
+                          "place, so a chain's KV is never copied into memory (0: off, chains are copied).",
+                          "In the data directory's pgsql_tmp_kvg_kv, which base backups skip: it is rebuilt from "
+                          "the large objects. Least recently used first out.",
+                          &engine_kv_files_mb, 4096, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_MB, nullptr, nullptr, nullptr);
 }
 
 bool in_use() { return engine_mode == kWorker; }
@@ -315,6 +322,11 @@ int max_batch() { return engine_max_batch; }
 int pass_tokens() { return engine_pass_tokens; }
 int64_t kv_memory_bytes() { return int64_t(engine_kv_memory_kb) * 1024; }
 uint64_t cache_bytes() { return uint64_t(engine_cache_memory_kb) * 1024; }
+int64_t kv_files_bytes() { return int64_t(engine_kv_files_mb) << 20; }
+std::string kv_files_dir() { return std::string(DataDir) + "/" + kKvFilesDir; }
+bool maps_chain_of(const GenerationRequest& r) {
+  return kv_files_bytes() > 0 && r.leaf && r.chain_tokens < int64_t(r.prompt.size());
+}
 
 std::string never_fits_message(int64_t need_bytes) {
   return "kvg: this generation needs " + std::to_string(need_bytes >> 10) +

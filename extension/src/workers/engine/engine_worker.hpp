@@ -49,6 +49,20 @@ int max_batch();           // kvg.engine_max_batch: sequences in one pass
 int pass_tokens();         // kvg.engine_pass_tokens: tokens in one pass (0: no bound)
 int64_t kv_memory_bytes(); // kvg.engine_kv_memory: KV all running sequences may reserve
 uint64_t cache_bytes();    // kvg.engine_cache_memory: the worker's verified-artifact cache (0: off)
+int64_t kv_files_bytes();  // kvg.engine_kv_files: the worker's KV files on disk (0: off)
+
+// The worker's KV files (engine/mapped_kv_files.hpp), in the data directory:
+// named pgsql_tmp* so that base backups leave them out (they are derived from
+// the large objects, and rebuilt when missing or damaged).
+inline constexpr const char* kKvFilesDir = "pgsql_tmp_kvg_kv";
+std::string kv_files_dir();
+// Whether the worker attends the request's chain in place from its KV files
+// (on the CPU): kvg.engine_kv_files is on and the prompt goes on after the
+// chain. Then only the positions after the chain count against the KV
+// bounds. (A chain that is the whole prompt is copied: its last position is
+// evaluated again for its logits, engine/generate.cpp, which a read-only
+// mapping cannot give up.)
+bool maps_chain_of(const GenerationRequest& request);
 
 // Why the worker refuses a generation whose KV (`need_bytes`: what it
 // reserves for the prompt and max_new_tokens) could never fit

@@ -27,6 +27,8 @@
 #include "engine/answer_line.hpp"
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
+#include "engine/mapped_kv.hpp"
+#include "engine/mapped_kv_files.hpp"
 #include "engine/session.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
@@ -108,6 +110,8 @@ struct Sequence {
   GenerationRequest asked;
   std::map<Digest, VerifiedBytes::Bytes> held;  // the chain's links, verified, this sequence holds
   bool awaiting_bytes = false;                   // a Need sent, its answer not received
+  bool maps_chain = false;                       // its chain is attended from the KV files
+  bool copies_chain = false;                     // its chain could not be mapped: copied into its cache
   std::shared_ptr<const Model> model;
   std::unique_ptr<Session> session;
   std::unique_ptr<Generation> generation;
@@ -138,6 +142,9 @@ class Worker {
   int batch_in_use() const;
   bool evict_a_stalled_caller();
   std::string start(Sequence& s);
+  std::string start_mapped(Sequence& s, std::unique_ptr<Session> session);
+  void begin(Sequence& s, std::unique_ptr<Session> session, int64_t need);
+  MappedKvFiles* kv_files();
   void receive_supply(Sequence& s);
   bool reserve_next_part(Sequence& s);
   std::vector<Sequence*> schedule();
@@ -163,6 +170,8 @@ class Worker {
   std::map<std::string, std::vector<LoadedModel>> models_;
   std::string last_model_;
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
+  std::unique_ptr<MappedKvFiles> kv_files_;  // chains attended in place (kvg.engine_kv_files)
+  bool kv_files_failed_ = false;
   int64_t kv_in_use_ = 0;
   uint64_t turn_ = 0;  // rotates who comes first in a pass's shares
   int batch_peak_ = 0;
@@ -283,6 +292,8 @@ std::string Worker::start(Sequence& s) {
   options.max_kv_bytes = r.max_kv_bytes;
   options.kv_limit_name = r.max_kv_is_share ? kKvShareLimitName : kKvLimitName;
   auto session = std::make_unique<Session>(s.model, options);
+  if (!s.copies_chain && maps_chain_of(r) && session->runs_on() == Device::Cpu && kv_files())
+    return start_mapped(s, std::move(session));
   const int64_t need = session->kv_cache().bytes_for(session->max_context());
   if (need > kv_memory_bytes()) throw Refusal{"53200", never_fits_message(need)};
   if (kv_in_use_ + need > kv_memory_bytes()) return "kvg.engine_kv_memory";
@@ -317,6 +328,73 @@ std::string Worker::start(Sequence& s) {
     s.done.graft_micros =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count();
   }
+  begin(s, std::move(session), need);
+  return {};
+}
+
+// A chain attended in place from the worker's KV files (engine/mapped_kv.hpp):
+// the links it lacks are asked for and written there, the chain is mapped
+// (and checked, as a graft checks it), and only the positions after it are
+// reserved against kvg.engine_kv_memory. A chain whose files cannot be
+// written is copied instead, as without KV files.
+std::string Worker::start_mapped(Sequence& s, std::unique_ptr<Session> session) {
+  const GenerationRequest& r = s.asked;
+  s.maps_chain = true;
+  std::vector<Digest> chain;
+  for (const auto& link : r.links) chain.push_back(link.id);
+  for (auto& [id, bytes] : s.held) {
+    try {
+      kv_files()->put(id, *bytes, chain);
+    } catch (const Error& e) {
+      elog(LOG, "kvg engine worker: copying a chain instead of mapping it: %s", e.what());
+      s.maps_chain = false;
+      s.copies_chain = true;
+      return start(s);
+    }
+  }
+  s.held.clear();
+  if (std::vector<Digest> missing = kv_files()->missing(chain); !missing.empty()) {
+    if (s.awaiting_bytes) return "the caller's artifacts";
+    s.outbox.push_back(reply_bytes(NeedReply{std::move(missing)}));
+    s.awaiting_bytes = true;
+    return "the caller's artifacts";
+  }
+  const auto began = std::chrono::steady_clock::now();
+  MappedKvFiles& files = *kv_files();
+  s.done.grafted_tokens =
+      graft_mapped(*session, *r.leaf, [&files](const Digest& id) { return files.path_of(id); },
+                   std::span<const int32_t>(r.prompt), files.vouched())
+          .n_tokens;
+  s.done.graft_micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count();
+  // What the session holds itself: its positions after the chain.
+  const int64_t need = session->kv_cache().bytes_for(session->max_context() - session->mapped_end());
+  if (need > kv_memory_bytes()) throw Refusal{"53200", never_fits_message(need)};
+  if (kv_in_use_ + need > kv_memory_bytes()) return "kvg.engine_kv_memory";
+  begin(s, std::move(session), need);
+  return {};
+}
+
+// The files of kvg.engine_kv_files, made on first use; nothing when it is
+// off or its directory cannot be made (chains are then copied).
+MappedKvFiles* Worker::kv_files() {
+  if (kv_files_bytes() == 0) return nullptr;
+  if (!kv_files_ && !kv_files_failed_) {
+    try {
+      kv_files_ = std::make_unique<MappedKvFiles>(kv_files_dir(), kv_files_bytes());
+    } catch (const Error& e) {
+      kv_files_failed_ = true;
+      elog(WARNING, "kvg engine worker: no KV files, chains are copied into memory: %s", e.what());
+    }
+  }
+  if (kv_files_) kv_files_->set_max_bytes(kv_files_bytes());
+  return kv_files_.get();
+}
+
+// The sequence's generation after its graft: KV `need` reserved, and the
+// worker told the caller it runs.
+void Worker::begin(Sequence& s, std::unique_ptr<Session> session, int64_t need) {
+  const GenerationRequest& r = s.asked;
   const auto rest = std::span<const int32_t>(r.prompt).subspan(size_t(session->n_past()));
   GenerateOptions options_for_generation = generate_options(r);
   if (r.answer_line) {
@@ -329,7 +407,6 @@ std::string Worker::start(Sequence& s) {
   s.kv_bytes = need;
   kv_in_use_ += need;
   s.outbox.push_back(reply_bytes(StartedReply{}));
-  return {};
 }
 
 // The caller's answer to a Need: the artifacts, copied out of the segment
@@ -355,7 +432,8 @@ void Worker::receive_supply(Sequence& s) {
   for (auto& [id, bytes] : supplied.artifacts) {
     const auto link = std::find_if(s.asked.links.begin(), s.asked.links.end(), [&](auto& l) { return l.id == id; });
     if (link == s.asked.links.end()) continue;
-    cache_.insert(ArtifactCacheKey{s.asked.database, id, link->loid}, bytes, cache_bytes());
+    // A mapped chain's links go to the KV files, not into memory.
+    if (!s.maps_chain) cache_.insert(ArtifactCacheKey{s.asked.database, id, link->loid}, bytes, cache_bytes());
     s.held[id] = std::move(bytes);
   }
   s.awaiting_bytes = false;

@@ -49,6 +49,7 @@ struct GenerationRequest {
     template <class F> void fields(F& f) { f(id), f(loid); }
   };
   std::vector<Link> links;  // every link of that chain, root first
+  int64_t chain_tokens = 0;  // the positions that chain holds
   int64_t max_new_tokens = 0;
   float temperature = 0;
   int32_t top_k = 0;
@@ -75,7 +76,7 @@ struct GenerationRequest {
   template <class F>
   void fields(F& f) {
     f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(prompt);
-    f(leaf), f(database), f(links);
+    f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
     f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
   }
