@@ -73,13 +73,13 @@ void refuse_marker_text(std::string_view text, const std::vector<std::string>& m
 }
 
 ChatPrompt chat_prompt(const Model& model, const ChatStyle& style, const std::vector<ChatMessage>& messages,
-                       const ProgressCheck& check) {
+                       const ProgressCheck& check, int64_t context) {
   const Tokenizer& tok = model.tokenizer();
   ChatPrompt p;
   p.style = style;
   p.segments = lay_out_chat(style, messages);
   p.text = chat_text(p.segments);
-  check_prompt_bytes(model, p.text.size(), "chat prompt");
+  check_prompt_bytes(model, p.text.size(), "chat prompt", context);
   const std::vector<std::string> markers = special_markers(tok, style.format);
   for (size_t i = 0; i < messages.size(); ++i)
     refuse_marker_text(messages[i].content, markers,
@@ -87,7 +87,7 @@ ChatPrompt chat_prompt(const Model& model, const ChatStyle& style, const std::ve
   if (tok.add_bos()) p.tokens.push_back(tok.bos());
   append_segment_tokens(tok, p.segments, false, p.tokens, check);
   if (p.tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the chat prompt is empty");
-  check_prompt_tokens(model, p.tokens.size());
+  check_prompt_tokens(model, p.tokens.size(), context);
   const std::string_view end = end_of_turn_marker(style.format);
   if (const int32_t id = end.empty() ? -1 : tok.special_id(end); id >= 0) p.stop_tokens.push_back(id);
   return p;

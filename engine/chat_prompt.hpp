@@ -52,6 +52,6 @@ void refuse_marker_text(std::string_view text, const std::vector<std::string>& m
 // Lays out and tokenizes the conversation, bounded by the context before and
 // after tokenizing (engine/prompt.hpp).
 ChatPrompt chat_prompt(const Model& model, const ChatStyle& style, const std::vector<ChatMessage>& messages,
-                       const ProgressCheck& check = {});
+                       const ProgressCheck& check = {}, int64_t context = 0);
 
 }  // namespace kvg

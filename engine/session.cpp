@@ -9,15 +9,18 @@
 
 namespace kvg {
 
+int64_t positions_reached(const Model& model, const EngineOptions& options) {
+  const int64_t limit = options.context_limit > 0 ? options.context_limit : model.config().n_ctx;
+  return options.max_context > 0 ? std::min(options.max_context, limit) : limit;
+}
+
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(std::move(model)),
       options_(options),
       pool_(std::max(1, options.threads)),
       rope_(model_->plan().rope.table()),
       rope_local_(model_->plan().rope_local.table()),
-      cache_(model_->config().n_layer, model_->config().kv_row_floats(),
-             options.max_context > 0 ? std::min<int64_t>(options.max_context, model_->config().n_ctx)
-                                     : model_->config().n_ctx,
+      cache_(model_->config().n_layer, model_->config().kv_row_floats(), positions_reached(*model_, options),
              options.max_kv_bytes, options.kv_limit_name) {
   const DeviceChoice choice = resolve_device(options_.device);
   if (!choice.runs_on) throw Error(ErrorCode::Unsupported, "no usable CUDA device: " + choice.detail);

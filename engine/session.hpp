@@ -33,7 +33,12 @@ struct EngineOptions {
   Device device = Device::Cpu;  // resolved by resolve_device() (engine/device.hpp)
   int threads = 1;
   Isa isa = default_isa();
-  int64_t max_context = 0;  // 0: the model's context length
+  int64_t max_context = 0;  // positions this session reserves for; 0: as many as context_limit allows
+  // The most positions any context may reach; 0: the model's context_length.
+  // Above it the positions are past what the model was trained on: the
+  // arithmetic is the same (and as exact), the quality is the model's
+  // (docs/long-context.md).
+  int64_t context_limit = 0;
   // On a GPU: the bound on each pinned staging buffer (CudaForward).
   size_t gpu_staging_bytes = CudaForward::kDefaultStagingBytes;
   // The most bytes this context's KV cache may take (0: unbounded); a context
@@ -44,6 +49,10 @@ struct EngineOptions {
 };
 
 class Session;
+
+// The positions a session with `options` may hold: max_context within
+// context_limit (the model's context_length when 0).
+int64_t positions_reached(const Model& model, const EngineOptions& options);
 
 // One session's tokens in a batched forward pass (Session::forward_batch).
 struct ForwardRequest {

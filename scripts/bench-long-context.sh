@@ -17,7 +17,7 @@
 # whether the mapped text is the resident text. Times are taken in the
 # server (clock_timestamp), one run; read the ratios, not the seconds.
 #
-#   scripts/bench-long-context.sh [LENGTH...]   (default 8192 32768 131072)
+#   scripts/bench-long-context.sh [LENGTH...]   (default 8192 32768 131072 262144)
 #
 # LENGTHs are multiples of the link size. Environment: KVG_BENCH_LINK
 # (tokens per link, default 4096), KVG_BENCH_DECODE (decoded tokens, default
@@ -29,7 +29,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 lengths=("$@")
-[ ${#lengths[@]} -gt 0 ] || lengths=(8192 32768 131072)
+[ ${#lengths[@]} -gt 0 ] || lengths=(8192 32768 131072 262144)
 link=${KVG_BENCH_LINK:-4096}
 decode=${KVG_BENCH_DECODE:-64}
 bound=${KVG_BENCH_KV_BOUND:-64MB}
@@ -50,7 +50,7 @@ trap 'rm -rf "$dir"' EXIT
 # attention (quadratic in the context) within reach of a small machine.
 model=$dir/long.gguf
 "$kvg" synth --out "$model" --seed 5 --n-embd 64 --n-layer 2 --n-head 1 --n-head-kv 1 --vocab 512 \
-  --n-ctx $((longest + 64)) >/dev/null
+  --n-ctx $((longest + 32 + decode)) >/dev/null
 chmod 644 "$model"
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/generate.hpp"
+#include "engine/prompt.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/matmul_q8.hpp"
 #include "storage/sha256.hpp"
@@ -385,6 +386,35 @@ TEST(Forward, RejectsOutOfVocabularyAndOverlongPrompts) {
     EXPECT_EQ(e.code(), ErrorCode::OutOfRange);
   }
   EXPECT_EQ(session.n_past(), 0);
+}
+
+// EngineOptions::context_limit (kvg.max_context): the model's context_length
+// bounds a session unless it is raised; past it the arithmetic is the same,
+// so a prefill in one pass and one in chunks give the same bits there too.
+TEST(Forward, AContextLimitLetsASessionReachPastTheTrainedContextExactly) {
+  auto model = test::load_synth(test::small_synth_options(), "context_limit");  // trained on 128 positions
+  std::vector<int32_t> tokens = {1};
+  for (int32_t i = 1; i < 200; ++i) tokens.push_back(3 + (i * 37) % 290);
+  EXPECT_EQ(positions_reached(*model, EngineOptions{}), 128);
+  EXPECT_THROW(check_prompt_tokens(*model, tokens.size()), Error);
+  Session bounded(model, EngineOptions{});
+  EXPECT_THROW(bounded.prefill(tokens, 0, LogitsFor::Last, nullptr), Error);
+  EngineOptions past;
+  past.context_limit = 256;
+  EXPECT_EQ(positions_reached(*model, past), 256);
+  past.max_context = 300;  // a session's own reservation stays within the limit
+  EXPECT_EQ(positions_reached(*model, past), 256);
+  EXPECT_NO_THROW(check_prompt_tokens(*model, tokens.size(), past.context_limit));
+  std::vector<float> whole, chunked;
+  Session one_pass(model, past);
+  one_pass.prefill(tokens, 0, LogitsFor::All, &whole);
+  Session in_chunks(model, past);
+  in_chunks.prefill(tokens, 48, LogitsFor::All, &chunked);
+  ASSERT_EQ(whole.size(), chunked.size());
+  EXPECT_EQ(std::memcmp(whole.data(), chunked.data(), whole.size() * sizeof(float)), 0);
+  const std::vector<int32_t> too_long(257, 5);
+  Session full(model, past);
+  EXPECT_THROW(full.prefill(too_long, 0, LogitsFor::Last, nullptr), Error);
 }
 
 // A batch is one model, recipe and ISA, each session once, every request

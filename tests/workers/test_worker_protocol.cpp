@@ -58,6 +58,7 @@ GenerationRequest generation_request() {
   r.device = Device(2);
   r.gpu_staging_bytes = uint64_t(3) << 33;
   r.max_kv_bytes = -1;
+  r.context_limit = 1 << 20;
   r.prompt = {1, 15043, -7, 2147483647};
   r.leaf = digest_of(2);
   r.database = 16384;
@@ -143,6 +144,7 @@ TEST(WorkerProtocol, AGenerationRequestKeepsEveryValue) {
   EXPECT_EQ(int(got.device), 2);
   EXPECT_EQ(got.gpu_staging_bytes, sent.gpu_staging_bytes);
   EXPECT_EQ(got.max_kv_bytes, -1);
+  EXPECT_EQ(got.context_limit, 1 << 20);
   EXPECT_EQ(got.prompt, sent.prompt);
   EXPECT_EQ(got.leaf, sent.leaf);
   EXPECT_EQ(got.database, 16384u);

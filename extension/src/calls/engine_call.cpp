@@ -23,7 +23,7 @@ AuditRecord EngineCall::audit(const char* operation) const {
 }
 
 std::string prompt_text_arg(FunctionCallInfoBaseData* fcinfo, int n, const Model& model, const char* name) {
-  check_prompt_bytes(model, arg_bytes(fcinfo, n), name);
+  check_prompt_bytes(model, arg_bytes(fcinfo, n), name, settings::max_context());
   return text_arg(fcinfo, n);
 }
 

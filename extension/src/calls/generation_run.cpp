@@ -70,6 +70,7 @@ engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const i
   request.device = call.options.device;
   request.gpu_staging_bytes = call.options.gpu_staging_bytes;
   request.max_kv_bytes = max_kv_bytes;
+  request.context_limit = call.options.context_limit;
   request.max_kv_is_share = kv_share;
   request.prompt.assign(prompt.begin(), prompt.end());
   request.leaf = chosen.chain.leaf;
@@ -92,14 +93,14 @@ engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const i
 // A request whose KV could never fit kvg.engine_kv_memory is refused here
 // (53200), before it is queued: the worker would reserve this much for it
 // (engine_worker_main.cpp: the prompt and max_new_tokens, within the
-// model's context, less a chain it attends in place from its KV files), and
+// context it may reach, less a chain it attends in place from its KV files), and
 // refuse it only once it took it from the queue.
 void refuse_if_never_fits(const Model& model, const engine_worker::GenerationRequest& request) {
   const ModelConfig& config = model.config();
   const int64_t mapped = engine_worker::maps_chain_of(request) ? request.chain_tokens : 0;
+  const int64_t reach = request.context_limit > 0 ? request.context_limit : config.n_ctx;
   const int64_t positions =
-      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), config.n_ctx) -
-      mapped;
+      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), reach) - mapped;
   const int64_t need = KvCache::bytes_for(config.n_layer, config.kv_row_floats(), positions);
   if (need > engine_worker::kv_memory_bytes())
     raise_sqlstate("53200", engine_worker::never_fits_message(need),

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/calls/engine_call.hpp"
+#include "extension/src/model/model_settings.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/spi/sql_values.hpp"
@@ -43,7 +44,7 @@ PromptArg::PromptArg(FunctionCallInfo fcinfo, int n, const Model& model, const c
   if (ARR_NDIM(a) > 1)
     throw Error(ErrorCode::InvalidArgument, std::string(name) + " must be a one-dimensional array of token ids");
   const int count = call([&] { return ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)); });
-  check_prompt_tokens(model, size_t(count));  // before a token is read
+  check_prompt_tokens(model, size_t(count), settings::max_context());  // before a token is read
   Datum* items = nullptr;
   bool* nulls = nullptr;
   int got = 0;
@@ -64,14 +65,14 @@ PromptArg::PromptArg(FunctionCallInfo fcinfo, int n, const Model& model, const c
 }
 
 std::vector<int32_t> PromptArg::fresh(const Model& model) const {
-  return text_ ? fresh_prompt(model, *text_, kCheckInterrupts) : ids_;
+  return text_ ? fresh_prompt(model, *text_, kCheckInterrupts, settings::max_context()) : ids_;
 }
 
 std::vector<int32_t> PromptArg::after(const Model& model, const std::vector<int32_t>& chain) const {
-  if (text_) return prompt_after_chain(model, chain, *text_, kCheckInterrupts);
+  if (text_) return prompt_after_chain(model, chain, *text_, kCheckInterrupts, settings::max_context());
   std::vector<int32_t> prompt = chain;
   prompt.insert(prompt.end(), ids_.begin(), ids_.end());
-  check_prompt_tokens(model, prompt.size());
+  check_prompt_tokens(model, prompt.size(), settings::max_context());
   return prompt;
 }
 

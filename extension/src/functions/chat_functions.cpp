@@ -16,6 +16,7 @@
 #include "extension/src/audit/audit.hpp"
 #include "extension/src/calls/engine_call.hpp"
 #include "extension/src/calls/generation_run.hpp"
+#include "extension/src/model/model_settings.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/spi/sql_values.hpp"
@@ -41,10 +42,11 @@ bool no_conversation(FunctionCallInfo fcinfo, int format_arg) {
 // context can hold, plus the JSON around each message.
 ChatPrompt chat_prompt_args(FunctionCallInfo fcinfo, int format_arg, const Model& model) {
   const size_t bytes = arg_bytes(fcinfo, 0);
-  if (bytes > max_prompt_bytes(model) + 64 * kMaxChatMessages) check_prompt_bytes(model, bytes, "messages");
+  if (bytes > max_prompt_bytes(model, settings::max_context()) + 64 * kMaxChatMessages)
+    check_prompt_bytes(model, bytes, "messages", settings::max_context());
   const std::vector<ChatMessage> messages = parse_chat_messages(jsonb_text_arg(fcinfo, 0));
   const ChatStyle style = model_chat_style(model.tokenizer(), text_arg(fcinfo, format_arg));
-  return chat_prompt(model, style, messages, kCheckInterrupts);
+  return chat_prompt(model, style, messages, kCheckInterrupts, settings::max_context());
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   const auto began = std::chrono::steady_clock::now();
   const PositionalComposition composition = graft_positional(session, blocks, call.open, kCheckInterrupts);
   const int64_t compose_us = micros_since(began);
-  const std::vector<int32_t> prompt = prompt_after_chain(*call.model, session.tokens(), text, kCheckInterrupts);
+  const std::vector<int32_t> prompt = prompt_after_chain(*call.model, session.tokens(), text, kCheckInterrupts,
+                                                                 settings::max_context());
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;

@@ -43,6 +43,7 @@ EngineOptions current_engine_options() {
   EngineOptions options;
   options.threads = settings::threads();
   options.max_kv_bytes = settings::max_kv_bytes();
+  options.context_limit = settings::max_context();
   options.kv_limit_name = "kvg.max_kv_memory";
   options.device = settings::device();
   options.recipe = settings::recipe();

@@ -26,6 +26,8 @@
 //  kvg.prefix_reuse    any user: grafting is exact, so it changes speed only
 //                      (which is why the tests can compare it on and off).
 //  kvg.max_kv_memory   superuser: the KV cache one call may allocate.
+//  kvg.max_context     superuser: positions past the model's trained context
+//                      give what the model gives there, which may be nonsense.
 //  kvg.require_exact   superuser (and per role or database, ALTER ROLE/DATABASE
 //                      ... SET): forbids every non-exact graft (a positional
 //                      composition) for regulated use; a role it is set for
@@ -61,6 +63,7 @@ int max_kv_memory_kb_value = 1 << 20;  // 1 GB
 int gpu_staging_kb_value = 3 * 64 * 1024;  // 192 MB
 int device_value = static_cast<int>(Device::Auto);
 int max_new_tokens_value = 256;
+int max_context_value = 0;  // 0: the model's context_length
 int progress_notice_ms_value = 0;
 bool prefix_reuse_value = true;
 bool require_exact_value = false;
@@ -117,6 +120,10 @@ void define_model() {
                            "compositions as new chain links.",
                            "Exact either way: it changes what is computed, never the output.", &prefix_reuse_value,
                            true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("kvg.max_context",
+                          "The most positions one kvg call's context may reach (0: the model's context_length).",
+                          "Above the model's context_length the positions are past what it was trained on.",
+                          &max_context_value, 0, 0, 1 << 30, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("kvg.max_kv_memory", "The most memory one kvg call's KV cache may take (0: unbounded).",
                           "A context that would need more is refused (54000) before it is allocated.",
                           &max_kv_memory_kb_value, 1 << 20, 0, INT_MAX, PGC_SUSET, GUC_UNIT_KB, nullptr, nullptr,
@@ -160,6 +167,7 @@ int max_threads() { return max_threads_value; }
 kvg::Device device() { return static_cast<kvg::Device>(device_value); }
 Recipe recipe() { return all_recipes().at(size_t(recipe_value)); }
 int max_new_tokens() { return max_new_tokens_value; }
+int64_t max_context() { return max_context_value; }
 int progress_notice_ms() { return progress_notice_ms_value; }
 bool prefix_reuse() { return prefix_reuse_value; }
 bool require_exact() { return require_exact_value; }

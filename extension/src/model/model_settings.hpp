@@ -31,6 +31,9 @@ int max_threads();
 kvg::Device device();
 kvg::Recipe recipe();  // kvg.recipe
 int max_new_tokens();
+// kvg.max_context: the most positions one call's context may reach (0: the
+// model's context_length), as EngineOptions::context_limit takes it.
+int64_t max_context();
 
 // kvg.progress_notices: at most one progress NOTICE per this many
 // milliseconds during long work; 0: none.

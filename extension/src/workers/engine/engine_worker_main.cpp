@@ -290,6 +290,7 @@ std::string Worker::start(Sequence& s) {
   // The context this generation can reach: what the worker reserves for it.
   options.max_context = int64_t(r.prompt.size()) + std::max<int64_t>(r.max_new_tokens, 1);
   options.max_kv_bytes = r.max_kv_bytes;
+  options.context_limit = r.context_limit;
   options.kv_limit_name = r.max_kv_is_share ? kKvShareLimitName : kKvLimitName;
   auto session = std::make_unique<Session>(s.model, options);
   if (!s.copies_chain && maps_chain_of(r) && session->runs_on() == Device::Cpu && kv_files())

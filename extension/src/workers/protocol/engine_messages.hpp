@@ -40,6 +40,7 @@ struct GenerationRequest {
   Device device{};             // the caller's kvg.device
   uint64_t gpu_staging_bytes = 0;
   int64_t max_kv_bytes = 0;    // the caller's kvg.max_kv_memory
+  int64_t context_limit = 0;   // the caller's kvg.max_context (0: the model's context_length)
   std::vector<int32_t> prompt;
   std::optional<Sha256> leaf;  // the chain to graft, when any
   uint32_t database = 0;       // where the chain's rows are
@@ -75,7 +76,8 @@ struct GenerationRequest {
 
   template <class F>
   void fields(F& f) {
-    f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(prompt);
+    f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(context_limit);
+    f(prompt);
     f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
     f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
