@@ -7,8 +7,9 @@
 -- are a cache of the large objects: one damaged or cut short is rebuilt,
 -- never served, and they give nobody a chain they may not read.
 BEGIN;
-SELECT plan(21);
+SELECT plan(23);
 \ir small_model.psql
+\ir sessions.psql
 SET LOCAL kvg.prefix_reuse = off;
 
 -- A chain of three links over 270 positions of a story, and 20 tokens after it.
@@ -102,6 +103,36 @@ SELECT is(encode(kvg_generate_bytes(:tail, 16, :'i8b', 7, 0.9), 'hex'), :'i8_res
           '... and its sampled bytes');
 SELECT ok(pg_temp.file_holds(:'i8b'), '(from the worker''s KV files)');
 SET LOCAL kvg.recipe = 'f32-portable-v1';
+
+-- The KV files give way before the disk does: when writing them would leave
+-- less than kvg.min_free_disk free, the worker copies the chain instead (so
+-- the 64 kB bound refuses it, as in a backend), and writes no file.
+RESET kvg.max_kv_memory;
+SELECT kvg_capture((:'whole'::int[])[1:260]) AS unwritten \gset
+SET LOCAL kvg.max_kv_memory = '64kB';
+SELECT pg_temp.connect('admin') \g /dev/null
+CREATE FUNCTION pg_temp.set_min_free_disk(value text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM dblink_exec('admin', format('ALTER SYSTEM SET kvg.min_free_disk = %L', value));
+  PERFORM pg_reload_conf();
+  FOR i IN 1..500 LOOP  -- until the reload has reached a new backend (the worker was signalled with it)
+    IF (SELECT setting = value FROM dblink('admin', $q$SELECT setting FROM pg_settings WHERE name = 'kvg.min_free_disk'$q$)
+                                     AS t(setting text)) THEN
+      PERFORM pg_sleep(0.2);
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+SELECT pg_temp.set_min_free_disk('2147483647') \g /dev/null
+SELECT throws_ok(format('SELECT kvg_generate((%L::int[])[261:290], 16, %L)', :'whole', :'unwritten'), '54000', NULL,
+                 'with no room left for KV files the worker copies the chain: refused under 64 kB');
+SELECT pg_temp.set_min_free_disk('1024') \g /dev/null
+SELECT ok(pg_stat_file(pg_temp.kv_file(:'unwritten'), true) IS NULL, '(and wrote no file for it)');
+SELECT dblink_exec('admin', 'ALTER SYSTEM RESET kvg.min_free_disk') \g /dev/null
+SELECT pg_reload_conf() \g /dev/null
+SELECT dblink_disconnect('admin') \g /dev/null
 
 -- The files give nobody a chain they may not read: another user's call
 -- after it is refused as before, although its files are in place.

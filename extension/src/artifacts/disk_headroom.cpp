@@ -150,4 +150,12 @@ uint32_t check_before_write(uint64_t incoming) {
   return lo.blocks;
 }
 
+bool room_for_file(const std::string& dir, uint64_t bytes) {
+  if (min_free_disk_mb == 0) return true;
+  const Filesystem target = filesystem_of(dir);
+  const Filesystem wal = filesystem_of(std::string(DataDir) + "/" + XLOGDIR);
+  const uint64_t reserve = target.device == wal.device ? wal_growth_left(wal.dir) : 0;
+  return target.free >= min_free_bytes() + reserve + bytes;
+}
+
 }  // namespace kvg::pg::disk_headroom

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kvg::pg::disk_headroom {
 
@@ -34,5 +35,12 @@ void define_settings();
 // filesystem that is below it, or would be after `incoming` more bytes (its
 // size, when known). Call before storing an artifact.
 uint32_t check_before_write(uint64_t incoming = 0);
+
+// Whether writing `bytes` into `dir` leaves its filesystem kvg.min_free_disk
+// free, and WAL's reserve too when pg_wal shares it. For the engine worker's
+// KV files (engine/mapped_kv_files.hpp): a cache that calls can do without,
+// so it gives way first (a chain is then copied instead of mapped). Io when
+// a filesystem cannot be examined.
+bool room_for_file(const std::string& dir, uint64_t bytes);
 
 }  // namespace kvg::pg::disk_headroom

@@ -31,6 +31,7 @@
 #include "engine/mapped_kv_files.hpp"
 #include "engine/session.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
+#include "extension/src/artifacts/disk_headroom.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 #include "extension/src/model/model_fingerprints.hpp"
 #include "extension/src/pg/postgres.hpp"
@@ -337,7 +338,8 @@ std::string Worker::start(Sequence& s) {
 // the links it lacks are asked for and written there, the chain is mapped
 // (and checked, as a graft checks it), and only the positions after it are
 // reserved against kvg.engine_kv_memory. A chain whose files cannot be
-// written is copied instead, as without KV files.
+// written (a full disk, or one that would leave less than kvg.min_free_disk)
+// is copied instead, as without KV files.
 std::string Worker::start_mapped(Sequence& s, std::unique_ptr<Session> session) {
   const GenerationRequest& r = s.asked;
   s.maps_chain = true;
@@ -345,6 +347,8 @@ std::string Worker::start_mapped(Sequence& s, std::unique_ptr<Session> session) 
   for (const auto& link : r.links) chain.push_back(link.id);
   for (auto& [id, bytes] : s.held) {
     try {
+      if (!disk_headroom::room_for_file(kv_files_dir(), bytes->size()))
+        throw Error(ErrorCode::Io, "writing it would leave less than kvg.min_free_disk free");
       kv_files()->put(id, *bytes, chain);
     } catch (const Error& e) {
       elog(LOG, "kvg engine worker: copying a chain instead of mapping it: %s", e.what());
