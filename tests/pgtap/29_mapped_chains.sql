@@ -71,10 +71,12 @@ BEGIN
 EXCEPTION WHEN query_canceled THEN  -- which throws_ok's WHEN OTHERS does not catch
   RETURN 'cancelled';
 END $$;
+RESET kvg.max_kv_memory;  -- its 200 tokens fit: only the timeout ends it
 SET LOCAL statement_timeout = '10ms';
 SELECT is(pg_temp.cancelled(format('SELECT kvg_generate(%s, 200, %L)', :'tail', :'c')), 'cancelled',
           'a long mapped call is cancelled by statement_timeout');
 RESET statement_timeout;
+SET LOCAL kvg.max_kv_memory = '64kB';
 CREATE FUNCTION pg_temp.worker_idle() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1..500 LOOP  -- the worker drops a cancelled call's sequence at its next step
