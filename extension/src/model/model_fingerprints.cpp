@@ -41,6 +41,16 @@ const SharedStruct kSharedMemory{
     "kvg model fingerprints", kTranche, [] { return sizeof(Table); },
     [](void* memory, LWLock* lock) { static_cast<Table*>(memory)->lock = lock; }, reinterpret_cast<void**>(&table)};
 
+// A model file's identity without its status-change time: replacing a model
+// with mv unlinks the old file, which moves the old file's ctime, and the
+// engine worker must still find that file unchanged for the callers that
+// mapped it before the replacement (HeldFile).
+FileIdentity model_identity(const struct stat& st) {
+  FileIdentity identity = identity_of(st);
+  identity.ctime_ns = 0;
+  return identity;
+}
+
 }  // namespace
 
 FileIdentity identify(const std::string& path) {
@@ -50,7 +60,7 @@ FileIdentity identify(const std::string& path) {
                 "kvg.model: cannot access '" + path + "': " + strerror(errno));
   if (S_ISDIR(st.st_mode))
     throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is a directory, not a GGUF model file");
-  return identity_of(st);
+  return model_identity(st);
 }
 
 HeldFile::HeldFile(const std::string& path, const FileIdentity& file) : file_(file) {
@@ -67,7 +77,7 @@ HeldFile::~HeldFile() {
 
 bool HeldFile::unchanged() const {
   struct stat st;
-  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && identity_of(st) == file_;
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && model_identity(st) == file_;
 }
 
 void setup_at_preload() { request_shared_struct(kSharedMemory); }

@@ -2,7 +2,8 @@
 // fingerprint is the SHA-256 of its file, and computing it reads every byte
 // (a second or more for a 1 GB model). The first process that loads a file
 // records its fingerprint here under the file's identity
-// (common/file_identity.hpp: what engine_context.cpp already trusts to decide
+// (common/file_identity.hpp, without the status-change time, which moves when
+// a replaced file is unlinked: what engine_context.cpp already trusts to decide
 // that a loaded model is still current); every later load of the same file,
 // in any backend or the engine worker, takes it from here. A file replaced
 // or rewritten gets a new identity and is hashed again.
