@@ -33,9 +33,10 @@ ForwardRequest Generation::next() {
     const size_t left = prompt_.size() - evaluated_;
     chunk_ = options_.prefill_chunk > 0 ? std::min(left, size_t(options_.prefill_chunk)) : left;
     if (chunk_cap_ > 0) chunk_ = std::min(chunk_, size_t(chunk_cap_));
-    const bool last_chunk = chunk_ == left;
+    // A generation that decodes nothing (a capture) needs no logits at all.
+    const bool samples_after = chunk_ == left && options_.max_new_tokens > 0;
     return {&session_, std::span<const int32_t>(prompt_).subspan(evaluated_, chunk_),
-            last_chunk ? LogitsFor::Last : LogitsFor::None, &logits_};
+            samples_after ? LogitsFor::Last : LogitsFor::None, &logits_};
   }
   chunk_ = 0;
   return {&session_, std::span<const int32_t>(&last_, 1), LogitsFor::Last, &logits_};

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Long calls are visible (#38): kvg.progress shows each backend's generation
 # (extension/src/calls/call_progress.hpp) in the engine worker and in the
-# backend; the decode's progress notices reach a worker-mode caller; another
-# role sees the row but not its figures; kvg_engine_worker_reset() makes the
-# worker's figures count from zero. Against the cluster scripts/pg-env.sh
+# backend; the decode's and the prefill's progress notices and counts reach a
+# worker-mode caller; another role sees the row but not its figures;
+# kvg_engine_worker_reset() makes the worker's figures count from zero. Against the cluster scripts/pg-env.sh
 # names. TAP lines: "ok N - ..." / "not ok N - ...".
 # Usage: progress_test.sh DATABASE KVG (the kvg command writes a slow model)
 set -uo pipefail
@@ -25,16 +25,17 @@ check() {  # check DESCRIPTION CONDITION-STATUS [DIAGNOSTIC]
 q() { psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" "$@"; }
 long_call="SELECT length(kvg_generate(repeat('Once upon a time there was a cat. ', 20), 96))"
 
-# watch ENGINE: a long call in another session, and what kvg.progress shows
-# of it, polled every 2 ms from this one until it ends; prints the rows seen.
+# watch ENGINE [CALL]: a long call ($long_call unless named) in another
+# session, and what kvg.progress shows of it, polled every 2 ms from this one
+# until it ends; prints the rows seen.
 watch() {
-  PGOPTIONS="-c kvg.model=$slow -c kvg.engine=$1 -c kvg.device=cpu" psql -X -q -At -d "$db" -c "$long_call" \
+  PGOPTIONS="-c kvg.model=$slow -c kvg.engine=$1 -c kvg.device=cpu" psql -X -q -At -d "$db" -c "${2:-$long_call}" \
     >"$dir/call.$1" 2>&1 &
   local caller=$!
   q -c "CREATE TEMP TABLE seen AS SELECT * FROM kvg.progress WHERE false" \
     -c "DO \$\$ BEGIN FOR i IN 1..3000 LOOP
           INSERT INTO seen SELECT * FROM kvg.progress WHERE pid <> pg_backend_pid();
-          EXIT WHEN i > 50 AND NOT EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%kvg_generate(repeat%'
+          EXIT WHEN i > 50 AND NOT EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%kvg\\_%(repeat%'
                                                                           AND pid <> pg_backend_pid());
           PERFORM pg_sleep(0.002);
         END LOOP; END \$\$" \
@@ -97,6 +98,19 @@ out=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker -c kvg.progress_notices
   psql -X -q -At -d "$db" -c "$long_call" 2>&1)
 echo "$out" | grep -q "NOTICE:  kvg generate: decoded [0-9]* of 96 tokens"
 check "kvg.progress_notices reaches a worker-mode caller (the decode's)" $? "$(echo "$out" | head -3)"
+
+# The prefill's progress comes from the worker too (its PrefilledReply): a
+# capture, which only prefills, sends notices and shows its prompt's tokens
+# counted in kvg.progress as the worker computes them.
+capture="SELECT kvg_capture(repeat('Once upon a time there was a dog. ', 24))"
+out=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=worker -c kvg.progress_notices=50" \
+  psql -X -q -At -d "$db" -c "$capture" 2>&1)
+echo "$out" | grep -q "NOTICE:  kvg capture: prefilled [0-9]* of [0-9]* tokens"
+check "a capture in the worker sends the prefill's progress notices" $? "$(echo "$out" | head -3)"
+rows=$(watch worker "$capture")
+echo "$rows" | sort | uniq -c | sort -rn | head -3 | sed 's/^/# /'
+[ "$(echo "$rows" | awk -F'|' '$2 == "prefill" && $4 > 0 && $4 < $3 { print $4 }' | sort -n | uniq | wc -l)" -ge 2 ]
+check "kvg.progress counts a worker capture's prompt tokens as they are computed" $? "$(echo "$rows" | tail -2)"
 
 # Another role sees that a call runs, not how far.
 q -c "CREATE ROLE progress_mallory IN ROLE kvg_user LOGIN" >/dev/null

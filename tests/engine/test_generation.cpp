@@ -9,7 +9,9 @@
 
 #include "common/error.hpp"
 #include "engine/generate.hpp"
+#include "engine/graft.hpp"
 #include "engine/session.hpp"
+#include "storage/byte_stream.hpp"
 #include "tests/support/data_paths.hpp"
 #include "tests/support/stepped_generations.hpp"
 
@@ -93,6 +95,37 @@ TEST(Generation, WholeCachedPromptEvaluatesItsLastTokenAgain) {
     step_together(one);
   }
   EXPECT_EQ(g.result().tokens, expected);
+}
+
+// A generation of no new tokens is a capture (kvg_capture, a learned entry's
+// prompt, in the engine worker): it prefills in chunks, asks no pass for
+// logits, decodes nothing, and leaves the KV a plain prefill leaves, byte
+// for byte as an artifact.
+TEST(Generation, OfNoNewTokensPrefillsWithoutLogitsAndCapturesTheSameKv) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  const auto model = Model::load(test::data_path(test::kStories260K));
+  const std::vector<int32_t> prompt = {1, 400, 28, 99, 7, 310, 41, 5, 77, 12, 250};
+  GenerateOptions options;
+  options.max_new_tokens = 0;
+  options.prefill_chunk = 3;
+  Session stepped(model, EngineOptions{});
+  Generation g(stepped, prompt, options);
+  int passes = 0;
+  while (!g.finished()) {
+    const ForwardRequest part = g.next();
+    EXPECT_EQ(part.which, LogitsFor::None) << "pass " << passes;
+    stepped.forward(part.tokens, part.which, part.logits);
+    g.advance();
+    ++passes;
+  }
+  EXPECT_EQ(passes, 4);
+  EXPECT_TRUE(g.result().tokens.empty());
+  Session prefilled(model, EngineOptions{});
+  prefilled.prefill(prompt, 0, LogitsFor::None, nullptr);
+  MemorySink a, b;
+  EXPECT_EQ(capture(stepped, 0, int64_t(prompt.size()), std::nullopt, a),
+            capture(prefilled, 0, int64_t(prompt.size()), std::nullopt, b));
+  EXPECT_EQ(a.bytes(), b.bytes());
 }
 
 TEST(Generation, RefusesBadTokensBeforeAnyPass) {

@@ -109,6 +109,7 @@ std::vector<Sample> every_message_kind() {
       sample("GenerationRequest without a chain", without_leaf),
       sample("NeedReply", EngineReply(NeedReply{{digest_of(6), digest_of(7)}})),
       sample("StartedReply", EngineReply(StartedReply{})),
+      sample("PrefilledReply", EngineReply(PrefilledReply{384, 1000})),
       sample("TokenReply", EngineReply(TokenReply{-123456})),
       sample("LinkReply", EngineReply(LinkReply{{7, 0, 255, 1}})),
       sample("DoneReply", EngineReply(DoneReply{true, 0.25, 1.5, 96, 1234, 8})),
@@ -229,6 +230,12 @@ TEST(WorkerProtocol, AVerifierOutcomeFitsItsBufferWithTheLongestRefusal) {
   EXPECT_THROW(decode_framed<VerifierOutcome>(roomy, sizeof(roomy)), ProtocolError);
   encode_framed(VerifierOutcome{false, "", "", "abc"}, roomy, sizeof(roomy));
   EXPECT_THROW(decode_framed<VerifierOutcome>(roomy, sizeof(roomy)), ProtocolError);
+}
+
+TEST(WorkerProtocol, PrefillProgressPastItsPromptIsRefusedOnReading) {
+  EXPECT_EQ(std::get<PrefilledReply>(decode<EngineReply>(encode(EngineReply(PrefilledReply{5, 5})))).done, 5);
+  EXPECT_THROW(decode<EngineReply>(encode(EngineReply(PrefilledReply{6, 5}))), ProtocolError);
+  EXPECT_THROW(decode<EngineReply>(encode(EngineReply(PrefilledReply{-1, 5}))), ProtocolError);
 }
 
 TEST(WorkerProtocol, AFramedMessageIsReadFromAPlaceLongerThanItself) {

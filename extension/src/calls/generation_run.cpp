@@ -28,6 +28,13 @@ ProgressReport decode_progress(call_progress::Tracker& tracker, ProgressReport r
   };
 }
 
+// The chain a generation grafts: the longest stored one continuing `start`
+// (prefix reuse), or `start` itself when asked so.
+ChosenPrefix chosen_for(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
+                        const GenerationAsks& asks) {
+  return asks.graft_exactly ? exactly(call, start) : choose_stored_prefix(call, prompt, start);
+}
+
 GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                               GenerateOptions options, const GenerationAsks& asks, std::unique_ptr<Session>& session) {
   call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Prefill);
@@ -35,7 +42,7 @@ GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt,
   options.decode_report = decode_progress(tracker, std::move(options.decode_report));
   session = std::make_unique<Session>(call.model, call.options);
   GenerationRun run;
-  run.grafted = graft_stored_prefix(call, *session, prompt, start);
+  run.grafted = graft_chosen(call, *session, prompt, chosen_for(call, prompt, start, asks));
   tracker.prefilled(session->n_past());
   std::optional<AnswerLine> line;  // (an answer's prompt is never empty)
   if (asks.answer_line) {
@@ -123,16 +130,18 @@ GenerationRun run_from(const ChosenPrefix& chosen, engine_worker::WorkerGenerati
 GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                             const GenerateOptions& options, const GenerationAsks& asks,
                             std::vector<std::vector<uint8_t>>& links) {
-  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
+  const ChosenPrefix chosen = chosen_for(call, prompt, start, asks);
   const engine_worker::GenerationRequest request =
       request_for(call, prompt, chosen, options, asks, call.options.max_kv_bytes, false);
   refuse_if_never_fits(*call.model, request);
   // The worker says when it takes the call and sends each token as it is
   // decoded: kvg.progress and the decode's progress notices follow them.
   call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
+  const ProgressReport prefilled = prefill_progress(tracker, int64_t(prompt.size()), options.prefill_report);
   const ProgressReport decoded = decode_progress(tracker, options.decode_report);
   engine_worker::Progress progress;
   progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.prefilled = [&prefilled](size_t, int64_t done, int64_t total) { prefilled(done, total); };
   progress.decoded = [&decoded, &options](size_t, int64_t n) { decoded(n, options.max_new_tokens); };
   return run_from(chosen, engine_worker::generate(request, supply_from(call), progress), links);
 }
@@ -155,10 +164,16 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
     prompt_tokens += int64_t(prompts[i].size());
   }
   call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Queued);
-  std::vector<int64_t> decoded_each(n, 0);
-  int64_t decoded = 0;
+  std::vector<int64_t> decoded_each(n, 0), prefilled_each(n, 0);
+  int64_t decoded = 0, prefilled = 0;
   engine_worker::Progress progress;
   progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
+  progress.prefilled = [&](size_t i, int64_t done, int64_t total) {
+    const int64_t at = int64_t(prompts[i].size()) - total + done;  // positions, the graft's included
+    prefilled += at - prefilled_each[i];
+    prefilled_each[i] = at;
+    tracker.prefilled(prefilled);
+  };
   progress.decoded = [&](size_t i, int64_t k) {
     decoded += k - decoded_each[i];
     decoded_each[i] = k;
@@ -177,6 +192,12 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
 std::optional<Digest> GenerationRun::store_links(EngineCall& call, int64_t library_end) const {
   if (session_) return store_segment_links(call, *session_, grafted, link_ends_, library_end);
   return store_captured_links(call, grafted, links_, library_end);
+}
+
+std::optional<Digest> GenerationRun::links_leaf() const {
+  if (session_) return segment_links_leaf(*session_, grafted, link_ends_);
+  if (links_.empty()) return grafted.leaf;
+  return sha256(std::span<const uint8_t>(links_.back()));
 }
 
 GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,

@@ -22,6 +22,9 @@ struct GenerationAsks {
   // Positions whose chain links store_links() stores afterwards
   // (store_segment_links' `ends`); none: nothing is stored.
   std::vector<int64_t> link_ends;
+  // Graft the start's chain as named, never a longer stored one: the links
+  // then continue the chain the caller named (kvg_capture's artifact).
+  bool graft_exactly = false;
 };
 
 class GenerationRun {
@@ -34,6 +37,9 @@ class GenerationRun {
   // the last one. Links ending at or before `library_end` are charged to
   // the library.
   std::optional<Digest> store_links(EngineCall& call, int64_t library_end = 0) const;
+  // The last link store_links() would store, known without storing
+  // anything (segment_links_leaf); the grafted leaf when there is none.
+  std::optional<Digest> links_leaf() const;
 
  private:
   friend GenerationRun run_generation(EngineCall&, std::span<const int32_t>, const StoredPrefix&,
@@ -47,11 +53,13 @@ class GenerationRun {
 };
 
 // graft_stored_prefix(start) then generate() over the rest of `prompt`.
-// Either way the call shows in kvg.progress (call_progress.hpp). In the
-// worker, options.check is the worker's own (a cancel abandons the call),
-// only the decode's progress notices are sent (the prefill's happens in the
-// worker), and options.on_token must be empty (GenerationAsks says what a
-// generation may decide per token).
+// options.max_new_tokens = 0 prefills and decodes nothing: with
+// asks.link_ends, a capture (kvg_capture, a deposit's prompt). Either way the
+// call shows in kvg.progress (call_progress.hpp) and its progress notices
+// are sent. In the worker, options.check is the worker's own (a cancel
+// abandons the call), the worker's reports drive the notices, and
+// options.on_token must be empty (GenerationAsks says what a generation may
+// decide per token).
 GenerationRun run_generation(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                              const GenerateOptions& options, const GenerationAsks& asks = {});
 

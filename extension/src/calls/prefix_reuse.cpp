@@ -18,9 +18,16 @@ ChosenPrefix choose_stored_prefix(EngineCall& call, std::span<const int32_t> pro
   return chosen;
 }
 
+ChosenPrefix exactly(EngineCall& call, const StoredPrefix& start) {
+  return {start, !start.leaf || call.store.chain_trusted(*start.leaf)};
+}
+
 Grafted graft_stored_prefix(EngineCall& call, Session& session, std::span<const int32_t> prompt,
                             const StoredPrefix& start) {
-  const ChosenPrefix chosen = choose_stored_prefix(call, prompt, start);
+  return graft_chosen(call, session, prompt, choose_stored_prefix(call, prompt, start));
+}
+
+Grafted graft_chosen(EngineCall& call, Session& session, std::span<const int32_t> prompt, const ChosenPrefix& chosen) {
   Grafted grafted;
   grafted.proven = chosen.proven;
   if (!chosen.chain.leaf) return grafted;

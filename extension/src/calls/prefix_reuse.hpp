@@ -43,6 +43,14 @@ struct ChosenPrefix {
 };
 ChosenPrefix choose_stored_prefix(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start = {});
 
+// `start` as it is, never extended (kvg_capture's link continues the
+// artifact it names), and whether it is proven.
+ChosenPrefix exactly(EngineCall& call, const StoredPrefix& start);
+
+// Grafts the chosen chain into `session` (empty), verifying every link
+// against `prompt`, the model and its bytes.
+Grafted graft_chosen(EngineCall& call, Session& session, std::span<const int32_t> prompt, const ChosenPrefix& chosen);
+
 // Prompt positions whose KV a graft put in place and the forward pass did not
 // recompute: a wholly grafted prompt has its last token evaluated again for
 // its logits (engine/generate.cpp).

@@ -76,35 +76,32 @@ KVG_SQL_FUNCTION(kvg_capture) {
   const PromptArg prefix(fcinfo, 0, *call.model, "prefix");
   const std::optional<Digest> parent = optional_artifact_arg(fcinfo, 1);
   if (parent) require_readable(call.spi, *parent);
-  Session session(call.model, call.options);
-  std::vector<int32_t> prompt;
-  Grafted grafted;
-  if (parent) {
-    prompt = prompt_after_artifact(call, *parent, prefix).tokens;
-    graft(session, *parent, call.open, prompt);
-    grafted = Grafted{parent, session.n_past(), 0, call.store.chain_trusted(*parent)};
-    warn_unproven(grafted);
-  } else {
-    prompt = prefix.fresh(*call.model);
-  }
-  const int64_t from = session.n_past();
-  if (int64_t(prompt.size()) <= from)
+  const ChainPrompt prompt =
+      parent ? prompt_after_artifact(call, *parent, prefix) : ChainPrompt{prefix.fresh(*call.model), {}};
+  const int64_t from = prompt.chain.end;
+  if (int64_t(prompt.tokens.size()) <= from)
     throw Error(ErrorCode::InvalidArgument, "nothing to capture: the prefix adds no tokens after the artifact");
-  const auto began = std::chrono::steady_clock::now();
-  session.prefill(std::span<const int32_t>(prompt).subspan(size_t(from)), kPrefillChunk, LogitsFor::None, nullptr,
-                  kCheckInterrupts, progress_notices("capture: prefilled"));
-  const int64_t prefill_us = micros_since(began);
-
-  const int64_t end = session.n_past();
-  const Digest stored = *store_segment_links(call, session, grafted, std::span<const int64_t>(&end, 1));
+  // A prefill that decodes nothing, in this backend or in the engine worker
+  // (kvg.engine), storing one link that continues the artifact named.
+  GenerateOptions options;
+  options.max_new_tokens = 0;
+  options.prefill_chunk = kPrefillChunk;
+  options.check = kCheckInterrupts;
+  options.prefill_report = progress_notices("capture: prefilled");
+  GenerationAsks asks;
+  asks.link_ends = {int64_t(prompt.tokens.size())};
+  asks.graft_exactly = true;
+  const GenerationRun run = run_generation(call, prompt.tokens, prompt.chain, options, asks);
+  warn_unproven(run.grafted);
+  const Digest stored = *run.store_links(call);
 
   AuditRecord audit = call.audit("capture");
   audit.input_sha256 = prefix.sha256();
   audit.artifact_sha256 = to_hex(stored);
-  audit.kv_proven = grafted.proven;
-  audit.tokens_in = int32_t(prompt.size());
+  audit.kv_proven = run.grafted.proven;
+  audit.tokens_in = int32_t(prompt.tokens.size());
   audit.tokens_grafted = int32_t(from);
-  audit.prefill_us = prefill_us;
+  audit.prefill_us = to_micros(run.result.prefill_seconds);
   audit_append(call.spi, audit);
   return text_result(to_hex(stored));
 }

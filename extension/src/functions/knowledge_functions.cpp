@@ -1,6 +1,10 @@
 // SQL functions that fill the library: kvg_learn deposits a verified entry,
 // kvg_solve has the model solve a question from scratch and deposits the
 // first attempt its verifier accepts (docs/flywheel.md).
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,12 +14,14 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/output_text.hpp"
 #include "extension/src/calls/engine_call.hpp"
+#include "extension/src/calls/generation_run.hpp"
 #include "extension/src/knowledge/knowledge_deposit.hpp"
 #include "extension/src/roles/owner_rights.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/knowledge/knowledge_settings.hpp"
 #include "extension/src/spi/sql_values.hpp"
+#include "extension/src/workers/engine/engine_worker.hpp"
 #include "extension/src/roles/standby.hpp"
 #include "extension/src/pg/postgres.hpp"
 
@@ -34,6 +40,54 @@ std::string trimmed(const std::string& s) {
   if (begin == std::string::npos) return "";
   return s.substr(begin, s.find_last_not_of(" \t\n\r\v\f") - begin + 1);
 }
+
+// The attempts of a solve, each decoded after the question's prompt. In a
+// backend the prompt is computed once (all but its last token) and every
+// attempt evaluates that token again and decodes. In the engine worker each
+// attempt is a generation of its own, grafting the stored chain that begins
+// the prompt when there is one: a retry computes the rest of the prompt
+// again (retries follow only a greedy attempt its verifier refused).
+class SolveAttempts {
+ public:
+  struct Attempt {
+    GenerateResult result;
+    Grafted grafted;                  // what this attempt grafted (a backend's later attempts: nothing)
+    std::optional<int64_t> graft_us;  // when it grafted
+    int64_t prefill_us = 0;           // its share of computing the prompt
+  };
+
+  SolveAttempts(EngineCall& call, std::span<const int32_t> prompt) : call_(call), prompt_(prompt) {
+    if (engine_worker::in_use()) return;
+    const int64_t n = int64_t(prompt.size());
+    session_ = std::make_unique<Session>(call.model, call.options);
+    grafted_ = graft_stored_prefix(call, *session_, prompt);
+    const auto began = std::chrono::steady_clock::now();
+    if (session_->n_past() < n - 1)
+      session_->prefill(prompt.subspan(size_t(session_->n_past()), size_t(n - 1 - session_->n_past())), kPrefillChunk,
+                        LogitsFor::None, nullptr, kCheckInterrupts);
+    shared_prefill_us_ = micros_since(began);
+  }
+
+  Attempt run(bool first, const GenerateOptions& options) {
+    if (!session_) {
+      const GenerationRun run = run_generation(call_, prompt_, {}, options);
+      return {run.result, run.grafted, run.grafted.micros, to_micros(run.result.prefill_seconds)};
+    }
+    const size_t last = prompt_.size() - 1;
+    session_->truncate(int64_t(last));
+    const GenerateResult r = generate(*session_, prompt_.subspan(last), options);
+    // The prompt computed once counts for the first attempt.
+    if (first) return {r, grafted_, grafted_.micros, to_micros(r.prefill_seconds) + shared_prefill_us_};
+    return {r, Grafted{std::nullopt, 0, 0, grafted_.proven}, std::nullopt, to_micros(r.prefill_seconds)};
+  }
+
+ private:
+  EngineCall& call_;
+  std::span<const int32_t> prompt_;
+  std::unique_ptr<Session> session_;  // a backend's, holding the prompt
+  Grafted grafted_;
+  int64_t shared_prefill_us_ = 0;
+};
 
 }  // namespace
 
@@ -91,27 +145,20 @@ KVG_SQL_FUNCTION(kvg_solve) {
   const SegmentedPrompt prompt =
       tokenize_segments(*call.model, knowledge_segments(tmpl, {}, question), kCheckInterrupts, tmpl.markers);
   const int64_t n = int64_t(prompt.tokens.size());
-  Session session(call.model, call.options);
-  const Grafted grafted = graft_stored_prefix(call, session, prompt.tokens);
-  // Everything but the last prompt token once; each attempt evaluates that
-  // token again for its logits and decodes from there.
-  const auto began = std::chrono::steady_clock::now();
-  if (session.n_past() < n - 1)
-    session.prefill(std::span<const int32_t>(prompt.tokens.data() + session.n_past(), size_t(n - 1 - session.n_past())),
-                    kPrefillChunk, LogitsFor::None, nullptr, kCheckInterrupts);
-  const int64_t shared_prefill_us = micros_since(began);
+  SolveAttempts solving(call, prompt.tokens);
 
   std::vector<std::vector<ResultValue>> rows;
   int64_t cost = n;
   for (int32 attempt = 1; attempt <= attempts; ++attempt) {
-    session.truncate(n - 1);
     GenerateOptions options;
     options.max_new_tokens = max_tokens;
     options.sampling.temperature = attempt == 1 ? 0.0f : kRetryTemperature;
     options.sampling.seed = uint64_t(attempt);
+    options.prefill_chunk = kPrefillChunk;
     options.check = kCheckInterrupts;
     options.stop_tokens = tmpl.stop_tokens;  // the chat format's end marker ends the attempt
-    const GenerateResult r = generate(session, std::span<const int32_t>(prompt.tokens).subspan(size_t(n - 1)), options);
+    const SolveAttempts::Attempt a = solving.run(attempt == 1, options);
+    const GenerateResult& r = a.result;
     // Audited as produced; checked, deposited and returned as text
     // (invalid bytes as U+FFFD: docs/output-bytes.md).
     const std::string output = call.model->tokenizer().decode(r.tokens);
@@ -127,12 +174,11 @@ KVG_SQL_FUNCTION(kvg_solve) {
     audit.verified = ok;
     audit.tokens_in = int32_t(n);
     audit.tokens_out = int32_t(r.tokens.size());
-    audit.tokens_grafted = int32_t(attempt == 1 ? grafted_tokens_used(grafted, n) : 0);
-    if (attempt == 1) audit.graft_us = grafted.micros;
-    // The prompt prefilled once counts for the first attempt.
-    audit.prefill_us = to_micros(r.prefill_seconds) + (attempt == 1 ? shared_prefill_us : 0);
+    audit.tokens_grafted = int32_t(grafted_tokens_used(a.grafted, n));
+    audit.graft_us = a.graft_us;
+    audit.prefill_us = a.prefill_us;
     audit.decode_us = to_micros(r.decode_seconds);
-    audit.kv_proven = grafted.proven;
+    audit.kv_proven = a.grafted.proven;
     const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
     std::optional<int64_t> knowledge_id;

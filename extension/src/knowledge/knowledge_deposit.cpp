@@ -4,6 +4,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/roles/owner_rights.hpp"
+#include "extension/src/calls/generation_run.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/knowledge/knowledge_settings.hpp"
 #include "extension/src/pg/sql_raise.hpp"
@@ -30,43 +31,43 @@ int64_t existing_id(const KnowledgeEntry& stored, const Deposit& entry) {
                  "kvg.knowledge and learn again.");
 }
 
-// The entry's prompt, computed in a session of its own (grafting whatever
-// stored chain already begins it): its artifact's identity is known before
-// anything is stored, and its links are stored only for a new entry.
+// The entry's prompt, computed once (in this backend or in the engine
+// worker: kvg.engine), grafting whatever stored chain already begins it: its
+// artifact's identity is known before anything is stored, and its links are
+// stored only for a new entry.
 class EntryPrompt {
  public:
   EntryPrompt(EngineCall& call, const Deposit& entry)
       : tmpl_(knowledge_template_for(*call.model, settings::knowledge_template())),
         prompt_(tokenize_segments(*call.model, knowledge_segments(tmpl_, {entry.solution}, entry.question),
-                                  kCheckInterrupts, tmpl_.markers)),
-        session_(call.model, call.options) {
-    grafted_ = graft_stored_prefix(call, session_, prompt_.tokens);
-    const auto began = std::chrono::steady_clock::now();
-    session_.prefill(std::span<const int32_t>(prompt_.tokens).subspan(size_t(session_.n_past())), kPrefillChunk,
-                     LogitsFor::None, nullptr, kCheckInterrupts);
-    prefill_us_ = micros_since(began);
-    leaf_ = *segment_links_leaf(session_, grafted_, prompt_.ends);
+                                  kCheckInterrupts, tmpl_.markers)) {
+    GenerateOptions options;
+    options.max_new_tokens = 0;  // its KV only
+    options.prefill_chunk = kPrefillChunk;
+    options.check = kCheckInterrupts;
+    GenerationAsks asks;
+    asks.link_ends = prompt_.ends;
+    run_ = run_generation(call, prompt_.tokens, {}, options, asks);
+    leaf_ = *run_.links_leaf();
   }
 
   const Digest& leaf() const { return leaf_; }
   void store(EngineCall& call) const {
-    if (*store_segment_links(call, session_, grafted_, prompt_.ends) != leaf_)
+    if (*run_.store_links(call) != leaf_)
       throw Error(ErrorCode::Internal, "the entry's stored chain is not the one it was inserted with");
   }
   // Its share of a learn's audit row.
   void describe(AuditRecord& audit) const {
     audit.tokens_in = int32_t(prompt_.tokens.size());
-    audit.tokens_grafted = int32_t(grafted_.tokens);
-    audit.graft_us = grafted_.micros;
-    audit.prefill_us = prefill_us_;
+    audit.tokens_grafted = int32_t(run_.grafted.tokens);
+    audit.graft_us = run_.grafted.micros;
+    audit.prefill_us = to_micros(run_.result.prefill_seconds);
   }
 
  private:
   KnowledgeTemplate tmpl_;
   SegmentedPrompt prompt_;
-  Session session_;
-  Grafted grafted_;
-  int64_t prefill_us_ = 0;
+  GenerationRun run_;
   Digest leaf_{};
 };
 

@@ -242,6 +242,10 @@ bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, size_t inde
     if (progress.decoded) progress.decoded(index, int64_t(out.result.tokens.size()));
     return false;
   }
+  if (auto* prefilled = std::get_if<PrefilledReply>(&reply)) {
+    if (progress.prefilled) progress.prefilled(index, prefilled->done, prefilled->total);
+    return false;
+  }
   if (std::holds_alternative<StartedReply>(reply)) {
     if (!started && progress.started) progress.started();
     started = true;

@@ -86,6 +86,8 @@ using Supply = std::function<std::vector<std::pair<Digest, VerifiedBytes::Bytes>
 // decoded so far, each time one arrives.
 struct Progress {
   std::function<void()> started;
+  // `done` of the `total` prompt tokens generation `index` computes.
+  std::function<void(size_t index, int64_t done, int64_t total)> prefilled;
   std::function<void(size_t index, int64_t decoded)> decoded;
 };
 

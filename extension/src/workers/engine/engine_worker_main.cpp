@@ -121,6 +121,7 @@ struct Sequence {
   Done done;
   std::deque<std::string> outbox;  // replies the caller's queue had no room for yet
   size_t tokens_sent = 0;          // of generation->result().tokens, put in the outbox
+  int64_t prefill_sent = 0;        // prompt tokens done as last reported (PrefilledReply)
   bool ended = false;              // its last reply is in the outbox
   bool gone = false;               // its caller left: drop it
   // Since when its caller's queue has had no room for the outbox's front
@@ -655,7 +656,12 @@ bool Worker::step() {
 }
 
 void Worker::queue_replies(Sequence& s) {
-  const GenerateResult& result = s.generation->result();
+  const Generation& g = *s.generation;
+  if (const int64_t prefilled = g.prompt_tokens() - g.prefill_left(); prefilled > s.prefill_sent) {
+    s.outbox.push_back(reply_bytes(PrefilledReply{prefilled, g.prompt_tokens()}));
+    s.prefill_sent = prefilled;
+  }
+  const GenerateResult& result = g.result();
   for (; s.tokens_sent < result.tokens.size(); ++s.tokens_sent)
     s.outbox.push_back(reply_bytes(TokenReply{result.tokens[s.tokens_sent]}));
   if (!s.generation->finished()) return;

@@ -1,8 +1,9 @@
 // What a backend and the engine worker (workers/engine/engine_worker.hpp)
 // say to each other: one GenerationRequest in the call's segment, then the
-// worker's replies on the call's queue (a Need, tokens, chain links, then
-// Done or Failed), the backend's answers to a Need (SuppliedArtifacts in a
-// segment of their own, its handle sent as a SupplyNotice). Each message's
+// worker's replies on the call's queue (a Need, Started, prefill progress,
+// tokens, chain links, then Done or Failed), the backend's answers to a Need
+// (SuppliedArtifacts in a segment of their own, its handle sent as a
+// SupplyNotice). Each message's
 // fields are listed once, in fields(); wire.hpp encodes and decodes them.
 #pragma once
 
@@ -102,6 +103,18 @@ struct StartedReply {
   template <class F> void fields(F&) {}
 };
 
+// Prefill progress, after each pass that evaluated some of the sequence's
+// prompt: `done` of the `total` prompt tokens it computes (those after the
+// graft). The caller's kvg.progress and progress notices follow it.
+struct PrefilledReply {
+  static constexpr uint8_t kTag = 'P';
+  int64_t done = 0, total = 0;
+  template <class F> void fields(F& f) { f(done), f(total); }
+  void validate() const {
+    if (done < 0 || total < done) throw ProtocolError("reports more prompt tokens done than the prompt has");
+  }
+};
+
 // A token decoded.
 struct TokenReply {
   static constexpr uint8_t kTag = 'T';
@@ -148,7 +161,8 @@ struct FailedReply {
   void validate() const;
 };
 
-using EngineReply = std::variant<NeedReply, StartedReply, TokenReply, LinkReply, DoneReply, FailedReply>;
+using EngineReply =
+    std::variant<NeedReply, StartedReply, PrefilledReply, TokenReply, LinkReply, DoneReply, FailedReply>;
 
 // The bytes a backend sends for a Need, in a segment of their own.
 struct SuppliedArtifacts {

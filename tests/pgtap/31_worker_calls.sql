@@ -1,0 +1,76 @@
+-- In worker mode the calls that compute KV to store (kvg_capture, kvg_learn)
+-- and kvg_solve's attempts run in the engine worker, with the same bytes as
+-- in a backend: the same artifacts (content-addressed: equal names are
+-- equal bytes), the same entries, the same attempts. The worker's `served`
+-- count says where each ran.
+BEGIN;
+SELECT plan(14);
+\getenv data KVG_TEST_DATA
+\set small :data '/models/stories260K.gguf'
+SELECT set_config('kvg.model', :'small', true) \g /dev/null
+SET LOCAL kvg.device = 'cpu';
+-- Everything computed: nothing grafted from an earlier call's chain.
+SET LOCAL kvg.prefix_reuse = off;
+
+CREATE FUNCTION pg_temp.served() RETURNS bigint LANGUAGE sql AS $$ SELECT served FROM kvg_engine_worker() $$;
+
+-- Captures: a root, and a link continuing it (its parent grafted, in the
+-- worker attended in place from its KV file).
+\set root_text 'Once upon a time there was a little girl named Lily. She loved to play outside in the park.'
+\set link_text ' One day she saw a big red ball under a tree, and she ran to get it.'
+SET LOCAL kvg.engine = backend;
+SELECT pg_temp.served() AS s0 \gset
+SELECT kvg_capture(:'root_text') AS root_b \gset
+SELECT kvg_capture(:'link_text', :'root_b') AS link_b \gset
+SELECT is(pg_temp.served(), :s0::bigint, 'in backend mode the worker runs no capture');
+
+SET LOCAL kvg.engine = worker;
+SELECT is(kvg_capture(:'root_text'), :'root_b', 'a capture in the worker stores the artifact a backend stores');
+SELECT is(pg_temp.served(), :s0 + 1::bigint, 'and it ran there');
+SELECT is(kvg_capture(:'link_text', :'root_b'), :'link_b',
+          'so does a capture that continues an artifact, grafted in the worker');
+SELECT is(pg_temp.served(), :s0 + 2::bigint, 'which ran there too');
+SELECT is((SELECT count(*) FROM kvg.readable_audit WHERE operation = 'capture' AND artifact_sha256 = :'link_b'),
+          2::bigint, 'each capture has its audit row');
+SET LOCAL kvg.max_kv_memory = '64kB';  -- about 50 positions of this model
+SELECT throws_ok(format('SELECT kvg_capture(%L)', repeat(:'root_text', 4)), '54000', NULL,
+                 'a capture beyond kvg.max_kv_memory is refused in the worker as in a backend');
+RESET kvg.max_kv_memory;
+
+-- A learned entry: its prompt's chain computed in the worker, then in a
+-- backend after the entry is deleted: the same artifact.
+SELECT pg_temp.served() AS s1 \gset
+SELECT kvg_learn('What did Lily see under the tree?', 'contains', 'Lily saw a big red ball under a tree.',
+                 'a big red ball') AS entry_w \gset
+SELECT is(pg_temp.served(), :s1 + 1::bigint, 'kvg_learn computes its entry''s prompt in the worker');
+SELECT artifact_sha256 AS entry_artifact FROM kvg.knowledge WHERE id = :entry_w \gset
+SELECT ok(EXISTS (SELECT FROM kvg.artifacts WHERE sha256 = :'entry_artifact'), 'and stores its chain');
+DELETE FROM kvg.knowledge WHERE id = :entry_w;
+SET LOCAL kvg.engine = backend;
+SELECT kvg_learn('What did Lily see under the tree?', 'contains', 'Lily saw a big red ball under a tree.',
+                 'a big red ball') AS entry_b \gset
+SELECT is((SELECT artifact_sha256 FROM kvg.knowledge WHERE id = :entry_b), :'entry_artifact',
+          'learned in a backend, the entry names the same artifact');
+
+-- Solves whose verifier accepts nothing: the greedy attempt and two sampled
+-- retries, each decoded in the worker (a retry computes the prompt again
+-- there) and in a backend (the prompt computed once).
+CREATE TEMP TABLE solved_in_backend AS
+  SELECT attempt, answer, verified, tokens_decoded, solve_tokens
+  FROM kvg_solve('Where did Lily like to play?', 'exact:nowhere at all', 12, 3);
+SELECT is((SELECT count(*) FROM solved_in_backend), 3::bigint, 'a backend''s solve made three attempts');
+SET LOCAL kvg.engine = worker;
+SELECT pg_temp.served() AS s2 \gset
+SELECT results_eq($$SELECT attempt, answer, verified, tokens_decoded, solve_tokens
+                    FROM kvg_solve('Where did Lily like to play?', 'exact:nowhere at all', 12, 3)$$,
+                  $$SELECT * FROM solved_in_backend ORDER BY attempt$$,
+                  'kvg_solve in the worker: the same attempts, answers, lengths and costs');
+SELECT is(pg_temp.served(), :s2 + 3::bigint, 'each attempt ran in the worker');
+SELECT is((SELECT (o)[1:3] FROM (SELECT array_agg(output_sha256 ORDER BY seq) AS o FROM kvg.readable_audit
+                                  WHERE operation = 'solve' AND input_sha256 = encode(sha256('Where did Lily like to play?'), 'hex')) t),
+          (SELECT (o)[4:6] FROM (SELECT array_agg(output_sha256 ORDER BY seq) AS o FROM kvg.readable_audit
+                                  WHERE operation = 'solve' AND input_sha256 = encode(sha256('Where did Lily like to play?'), 'hex')) t),
+          'their audit rows record the same whole outputs in both modes, attempt by attempt');
+
+SELECT * FROM finish();
+ROLLBACK;
