@@ -216,6 +216,23 @@ std::optional<std::string> read_knowledge_template(const gguf::File& file) {
 
 std::shared_ptr<const Model> Model::load(const std::string& path,
                                           const std::optional<std::array<uint8_t, 32>>& known_fingerprint) {
+  return read(path, known_fingerprint);
+}
+
+std::shared_ptr<const Model> Model::load_without_weights(
+    const std::string& path, const std::optional<std::array<uint8_t, 32>>& known_fingerprint) {
+  const std::shared_ptr<Model> model = read(path, known_fingerprint);
+  model->token_embd_ = {};
+  model->output_ = {};
+  model->output_norm_.clear();
+  model->output_norm_b_.clear();
+  model->layers_.clear();
+  model->file_.reset();  // the only holder of the mapping: unmapped here
+  return model;
+}
+
+std::shared_ptr<Model> Model::read(const std::string& path,
+                                   const std::optional<std::array<uint8_t, 32>>& known_fingerprint) {
   std::shared_ptr<Model> model(new Model());
   model->file_ = gguf::File::open(path);
   const gguf::File& file = *model->file_;
@@ -296,8 +313,10 @@ std::shared_ptr<const Model> Model::load(const std::string& path,
   return model;
 }
 
-void Model::check_weights_intact() const { file_->check_intact(); }
-bool Model::weights_intact() const { return file_->intact(); }
+void Model::check_weights_intact() const {
+  if (file_) file_->check_intact();
+}
+bool Model::weights_intact() const { return !file_ || file_->intact(); }
 
 std::string Model::fingerprint_hex() const { return to_hex(fingerprint_); }
 

@@ -47,6 +47,13 @@ class Model {
   // again to compute it.
   static std::shared_ptr<const Model> load(const std::string& path,
                                            const std::optional<std::array<uint8_t, 32>>& known_fingerprint = {});
+  // What a process that never computes needs of a model (a backend whose
+  // calls run in the engine worker): the same load and every check, then the
+  // weights let go and the file unmapped. Its configuration, tokenizer,
+  // fingerprint and counts stay; a Session refuses it (has_weights()).
+  static std::shared_ptr<const Model> load_without_weights(
+      const std::string& path, const std::optional<std::array<uint8_t, 32>>& known_fingerprint = {});
+  bool has_weights() const { return file_ != nullptr; }
 
   const ModelConfig& config() const { return config_; }
   // What every layer computes, for the executors (engine/layer_plan.hpp).
@@ -74,6 +81,7 @@ class Model {
   // Throws an Io error naming the file if it was truncated under the
   // mapping since load (engine/gguf/mapping_guard.hpp): the weights read since
   // are partly zeros. The forward pass checks after each layer and at its end.
+  // A model without weights maps nothing and is always intact.
   void check_weights_intact() const;
   bool weights_intact() const;
 
@@ -87,7 +95,9 @@ class Model {
 
  private:
   Model() = default;
-  std::shared_ptr<const gguf::File> file_;
+  static std::shared_ptr<Model> read(const std::string& path,
+                                     const std::optional<std::array<uint8_t, 32>>& known_fingerprint);
+  std::shared_ptr<const gguf::File> file_;  // null once the weights are let go
   std::string path_;
   ModelConfig config_;
   ForwardPlan plan_;

@@ -14,8 +14,18 @@ int64_t positions_reached(const Model& model, const EngineOptions& options) {
   return options.max_context > 0 ? std::min(options.max_context, limit) : limit;
 }
 
+namespace {
+// A model loaded to tokenize only (Model::load_without_weights) computes
+// nothing: a Session of it would read weights that are not there.
+std::shared_ptr<const Model> with_weights(std::shared_ptr<const Model> model) {
+  if (!model->has_weights())
+    throw Error(ErrorCode::Internal, "a session of a model loaded without its weights ('" + model->path() + "')");
+  return model;
+}
+}  // namespace
+
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
-    : model_(std::move(model)),
+    : model_(with_weights(std::move(model))),
       options_(options),
       pool_(std::max(1, options.threads)),
       rope_(model_->plan().rope.table()),

@@ -2,11 +2,12 @@
 -- and kvg_solve's attempts run in the engine worker, with the same bytes as
 -- in a backend: the same artifacts (content-addressed: equal names are
 -- equal bytes), the same entries, the same attempts. The worker's `served`
--- count says where each ran.
+-- count says where each ran. A backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(14);
+SELECT plan(17);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
+\ir sessions.psql
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
 SET LOCAL kvg.device = 'cpu';
 -- Everything computed: nothing grafted from an earlier call's chain.
@@ -71,6 +72,31 @@ SELECT is((SELECT (o)[1:3] FROM (SELECT array_agg(output_sha256 ORDER BY seq) AS
           (SELECT (o)[4:6] FROM (SELECT array_agg(output_sha256 ORDER BY seq) AS o FROM kvg.readable_audit
                                   WHERE operation = 'solve' AND input_sha256 = encode(sha256('Where did Lily like to play?'), 'hex')) t),
           'their audit rows record the same whole outputs in both modes, attempt by attempt');
+
+-- A fresh backend in worker mode prepares calls with the model loaded
+-- without its weights: after generating, capturing, tokenizing and naming
+-- the model, its own memory map (/proc/self/maps) has no model file in it.
+-- kvg_graft_check computes in its backend in either mode: then it does.
+SELECT pg_temp.connect('w') \g /dev/null
+SELECT dblink_exec('w', format('SET kvg.model = %L', :'small')) \g /dev/null
+SELECT dblink_exec('w', 'SET kvg.device = cpu; SET kvg.engine = worker') \g /dev/null
+SELECT dblink_exec('w', 'BEGIN') \g /dev/null
+SELECT * FROM dblink('w', $$SELECT kvg_generate('Once upon a time', 8),
+                                  kvg_capture('Lily had a red ball.'),
+                                  kvg_tokenize('Lily'),
+                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c text, tk int[], f text) \g /dev/null
+SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
+                              AS t(mapped boolean)),
+          false, 'a backend in worker mode maps no model file, having generated, captured and tokenized');
+SELECT is((SELECT f FROM dblink('w', $$SELECT kvg_model_info()->>'fingerprint'$$) AS t(f text)),
+          kvg_model_info()->>'fingerprint', 'and names the model by the fingerprint a backend that maps it computes');
+SELECT * FROM dblink('w', $$SELECT exact FROM kvg_graft_check(kvg_capture('Lily had a red ball.'), ' She liked', 0)$$)
+  AS t(exact boolean) \g /dev/null
+SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
+                              AS t(mapped boolean)),
+          true, 'kvg_graft_check, which computes in its backend, maps it there');
+SELECT dblink_exec('w', 'ROLLBACK') \g /dev/null
+SELECT dblink_disconnect('w') \g /dev/null
 
 SELECT * FROM finish();
 ROLLBACK;

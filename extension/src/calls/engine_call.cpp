@@ -9,10 +9,13 @@
 #include "engine/request_limits.hpp"
 #include "extension/src/model/model_settings.hpp"
 #include "extension/src/spi/sql_values.hpp"
+#include "extension/src/workers/engine/engine_worker.hpp"
 
 namespace kvg::pg {
 
 const ProgressCheck kCheckInterrupts = [] { throw_if_interrupted(); };
+
+ModelUse generations_use() { return engine_worker::in_use() ? ModelUse::Prepare : ModelUse::Compute; }
 
 AuditRecord EngineCall::audit(const char* operation) const {
   AuditRecord r;

@@ -29,11 +29,20 @@ inline constexpr int64_t kPrefillChunk = 128;
 // entry wrapper lets PostgreSQL report it.
 extern const ProgressCheck kCheckInterrupts;
 
+// How the model is needed where calls prepare their work: in worker mode
+// (kvg.engine = worker) generations compute in the engine worker, and a
+// backend only prepares them (ModelUse::Prepare: it maps no model file).
+ModelUse generations_use();
+
 struct EngineCall {
+  // `use`: Compute for a call that computes in this backend in either mode
+  // (kvg_graft_check, kvg_generate_positional).
+  explicit EngineCall(ModelUse use = generations_use()) : model(current_model(use)) {}
+
   // First, before the model loads: a standby that cannot reach the primary
   // to record the call's audit row refuses before any work (audit.hpp).
   AuditPreflight audit_preflight;
-  std::shared_ptr<const Model> model = current_model();
+  std::shared_ptr<const Model> model;
   EngineOptions options = current_engine_options();
   Spi spi;
   LoStore store{spi};

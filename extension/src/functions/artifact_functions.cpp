@@ -75,7 +75,8 @@ KVG_SQL_FUNCTION(kvg_import) {
   if (verify) {
     const EngineOptions options = current_engine_options();
     const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
-    const Recomputed r = recompute_artifact(current_model(), options, art.header, open, kCheckInterrupts);
+    const Recomputed r =
+        recompute_artifact(current_model(ModelUse::Compute), options, art.header, open, kCheckInterrupts);
     if (r.identity != art.identity)
       raise_sqlstate("22V05",
                      "the artifact's KV is not what the loaded model computes for its tokens (recomputed " +

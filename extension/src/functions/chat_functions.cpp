@@ -59,7 +59,7 @@ KVG_SQL_FUNCTION(kvg_chat_prompt) {
     return_rows(fcinfo, {});
     return Datum(0);
   }
-  const auto model = current_model();
+  const auto model = current_model(generations_use());
   const ChatPrompt prompt = chat_prompt_args(fcinfo, 1, *model);
   return_single_row(fcinfo, {text_result(chat_format_name(prompt.style.format)), text_result(prompt.text),
                              int4_array_result(prompt.tokens)});

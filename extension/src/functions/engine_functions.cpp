@@ -191,7 +191,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   const int32 samples = PG_GETARG_INT32(2);
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
-  EngineCall call;
+  EngineCall call(ModelUse::Compute);  // it compares a graft with a recomputation here, in either mode
   require_readable(call.spi, artifact);
   const PromptArg continuation(fcinfo, 1, *call.model, "continuation");
   const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
@@ -224,7 +224,7 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
 KVG_SQL_FUNCTION(kvg_tokenize) {
   if (arg_is_null(fcinfo, 0)) PG_RETURN_NULL();
   const std::optional<Digest> artifact = optional_artifact_arg(fcinfo, 1);
-  const auto model = current_model();
+  const auto model = current_model(generations_use());
   const PromptArg text(fcinfo, 0, *model, "text");
   std::vector<int32_t> ids;
   if (artifact) {
@@ -250,7 +250,7 @@ KVG_SQL_FUNCTION(kvg_tokenize) {
 // 'engine' is where generations run (kvg.engine: backend, or worker, whose
 // own figures kvg_engine_worker() shows). Informational: no audit row.
 KVG_SQL_FUNCTION(kvg_model_info) {
-  const auto model = current_model();
+  const auto model = current_model(generations_use());
   const EngineOptions options = current_engine_options();
   const DeviceChoice device = current_device();
   const ModelConfig& c = model->config();

@@ -70,7 +70,7 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   const int32 max_tokens = PG_GETARG_INT32(2);
   check_max_tokens(max_tokens);
 
-  EngineCall call;
+  EngineCall call(ModelUse::Compute);  // it composes and decodes here, in either mode
   for (const Digest& block : blocks) require_readable(call.spi, block);
   const std::string text = prompt_text_arg(fcinfo, 1, *call.model, "prompt");
   Session session(call.model, call.options);

@@ -23,7 +23,7 @@ LoadedModel loaded;  // one per backend
 
 }  // namespace
 
-std::shared_ptr<const Model> current_model() {
+std::shared_ptr<const Model> current_model(ModelUse use) {
   const std::string path = settings::model_path_after_reload();
   if (path.empty())
     throw Error(ErrorCode::InvalidArgument,
@@ -32,9 +32,10 @@ std::shared_ptr<const Model> current_model() {
   const FileIdentity identity = identify(path);
   // A mapping cut under an earlier call holds zeros now: map the file again
   // even if it was restored to the same size and time.
-  if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact()) {
+  if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact() ||
+      (use == ModelUse::Compute && !loaded.model->has_weights())) {
     loaded = {};  // drop the old mapping before mapping the new file
-    loaded = {path, identity, model_fingerprints::load_setting(path, identity)};
+    loaded = {path, identity, model_fingerprints::load_setting(path, identity, use)};
   }
   return loaded.model;
 }

@@ -10,12 +10,18 @@
 
 #include "engine/device.hpp"
 #include "engine/session.hpp"
+#include "extension/src/model/model_fingerprints.hpp"
 
 namespace kvg::pg {
 
+using model_fingerprints::ModelUse;
+
 // The model kvg.model names. Reloaded when the setting changes or the file at
-// that path is replaced (device, inode, size or mtime differ).
-std::shared_ptr<const Model> current_model();
+// that path is replaced (device, inode, size or mtime differ). For
+// ModelUse::Prepare it is loaded without its weights, so that a backend
+// whose calls compute in the engine worker maps no model file; one already
+// loaded with them serves both uses (a Compute call ran in this backend).
+std::shared_ptr<const Model> current_model(ModelUse use);
 
 // EngineOptions from kvg.threads and kvg.device.
 EngineOptions current_engine_options();

@@ -107,9 +107,9 @@ void remember(const FileIdentity& file, const std::array<uint8_t, 32>& fingerpri
   LWLockRelease(table->lock);
 }
 
-std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file) {
+std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file, ModelUse use) {
   const std::optional<std::array<uint8_t, 32>> known = find(file);
-  auto model = Model::load(path, known);
+  auto model = use == ModelUse::Compute ? Model::load(path, known) : Model::load_without_weights(path, known);
   if (!known && identify(path) == file) remember(file, model->fingerprint());
   // Said at DEBUG1 (which never leaves this frame): tests/concurrency/engine_worker_test.sh reads it.
   const std::string said = "kvg: model fingerprint of '" + path + (known ? "' remembered" : "' computed");
@@ -117,9 +117,9 @@ std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& f
   return model;
 }
 
-std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file) {
+std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file, ModelUse use) {
   try {
-    return load(path, file);
+    return load(path, file, use);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Corrupt) throw;
     throw Error(ErrorCode::InvalidArgument, "kvg.model: '" + path + "' is not a GGUF model file (" + e.what() +

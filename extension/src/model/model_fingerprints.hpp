@@ -53,14 +53,19 @@ void setup_at_preload();
 std::optional<std::array<uint8_t, 32>> find(const FileIdentity& file);
 void remember(const FileIdentity& file, const std::array<uint8_t, 32>& fingerprint);
 
+// What a process does with a model: computes with it (its weights mapped),
+// or only prepares calls that compute elsewhere (tokenizes, checks sizes,
+// names the model: Model::load_without_weights, nothing left mapped).
+enum class ModelUse { Compute, Prepare };
+
 // The model at `path` (whose identity is `file`), its fingerprint taken from
 // the table when known, else computed and remembered — only if the file is
 // still the one identified (not replaced while it was loaded).
-std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file);
+std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& file, ModelUse use);
 
 // load(), where the file is kvg.model's: bytes that do not parse as a GGUF
 // model are a wrong setting (22023: InvalidArgument naming the file), not a
 // damaged artifact. Backends and the engine worker load with it alike.
-std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file);
+std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file, ModelUse use);
 
 }  // namespace kvg::pg::model_fingerprints

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -59,11 +60,25 @@ namespace {
 
 using namespace worker_protocol;
 
-// Each reply as the bytes of an EngineReply (protocol/engine_messages.hpp).
+// A reply on its way to a caller: the bytes of an EngineReply
+// (protocol/engine_messages.hpp), and whether it only reports progress (a
+// token, a prefill count). Those need not wake the caller one by one: each
+// wakeup is a signal to its backend, and on a small model the worker makes
+// tokens far faster than a backend is worth waking for (Worker::flush).
+struct Outgoing {
+  std::string bytes;
+  bool progress = false;
+};
 template <class Reply>
-std::string reply_bytes(Reply reply) {
-  return encode(EngineReply(std::move(reply)));
+Outgoing reply_bytes(Reply reply) {
+  constexpr bool progress = std::is_same_v<Reply, TokenReply> || std::is_same_v<Reply, PrefilledReply>;
+  return {encode(EngineReply(std::move(reply))), progress};
 }
+
+// How long progress replies may wait in a caller's queue unseen, for the
+// next reply or the next of these intervals: what kvg.progress and the
+// progress notices lag by at most.
+constexpr auto kProgressFlush = std::chrono::milliseconds(10);
 
 // A device the engine knows (engine/device.hpp), else the request is refused.
 void check_device(const GenerationRequest& r) {
@@ -119,7 +134,8 @@ struct Sequence {
   std::unique_ptr<AnswerLine> line;  // when asked to stop at the answer line's end
   int64_t kv_bytes = 0;  // reserved against kvg.engine_kv_memory
   Done done;
-  std::deque<std::string> outbox;  // replies the caller's queue had no room for yet
+  std::deque<Outgoing> outbox;     // replies the caller's queue had no room for yet
+  std::chrono::steady_clock::time_point flushed_at{};  // when its queue's replies were last made visible
   size_t tokens_sent = 0;          // of generation->result().tokens, put in the outbox
   int64_t prefill_sent = 0;        // prompt tokens done as last reported (PrefilledReply)
   bool ended = false;              // its last reply is in the outbox
@@ -268,7 +284,7 @@ std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   // Unmapped before the file is mapped again: this inode changed in place,
   // or its mapping failed a read.
   mapped.erase(std::remove_if(mapped.begin(), mapped.end(), same_inode), mapped.end());
-  auto model = model_fingerprints::load_setting(r.model_path, file);
+  auto model = model_fingerprints::load_setting(r.model_path, file, model_fingerprints::ModelUse::Compute);
   mapped.push_back(LoadedModel{file, model, std::make_shared<model_fingerprints::HeldFile>(r.model_path, file)});
   if (mapped.size() > kFilesKeptPerPath) mapped.erase(mapped.begin());
   last_model_ = r.model_path;
@@ -684,12 +700,19 @@ void Worker::queue_replies(Sequence& s) {
 }
 
 // Sends what fits; never waits for the caller, but notes since when it
-// has not made room.
+// has not made room. A reply that matters (Started, Need, Link, Done,
+// Failed) is made visible at once, with every reply before it; progress
+// alone at most every kProgressFlush (shm_mq_send's force_flush: without
+// it, the bytes are in the queue but neither counted as written nor
+// signalled until a later send forces them or a quarter of the queue fills).
 void Worker::flush(Sequence& s) {
+  const auto now = std::chrono::steady_clock::now();
   while (!s.outbox.empty() && !s.gone) {
-    const std::string& m = s.outbox.front();
-    const shm_mq_result sent = shm_mq_send(s.replies, m.size(), m.data(), true, true);
+    const Outgoing& m = s.outbox.front();
+    const bool visible = !m.progress || now - s.flushed_at >= kProgressFlush;
+    const shm_mq_result sent = shm_mq_send(s.replies, m.bytes.size(), m.bytes.data(), true, visible);
     if (sent == SHM_MQ_WOULD_BLOCK) break;
+    if (visible) s.flushed_at = now;
     if (sent == SHM_MQ_DETACHED) s.gone = true;
     else s.outbox.pop_front();
   }
