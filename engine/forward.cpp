@@ -140,7 +140,7 @@ class Session::Scratch::Pass {
   void logits() {
     const int64_t out_rows = gather_logits_rows();
     if (out_rows == 0) return;
-    lead_.pool_.run(size_t(out_rows), [&](size_t k) {
+    lead_.pool_->run(size_t(out_rows), [&](size_t k) {
       lead_.norm_row(&s.x[size_t(s.logits_rows[k] * c.n_embd)], lead_.model_->output_norm(),
                      lead_.model_->output_norm_bias(), &s.xn[k * size_t(c.n_embd)], isa);
     });
@@ -186,7 +186,7 @@ class Session::Scratch::Pass {
     each_token([&](int64_t t) { finish_qkv(l, w, step, t); });
     lay_out_part_kv(l);
     const AttentionExtras extras{step.window, step.attn_softcap};
-    lead_.pool_.run(size_t(n * c.n_head), [&](size_t task) {
+    lead_.pool_->run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
       KvLayout head_kv = s.part_kv[size_t(s.row_part[size_t(t)])];
@@ -301,9 +301,9 @@ class Session::Scratch::Pass {
   void weight_product(const WeightMatrix& m, const float* in, int64_t in_stride, int64_t tokens, float* out,
                       int64_t out_stride) {
     if (q8)
-      matmul_q8(m, in, in_stride, tokens, out, out_stride, lead_.pool_, isa);
+      matmul_q8(m, in, in_stride, tokens, out, out_stride, *lead_.pool_, isa);
     else
-      matmul(m, in, in_stride, tokens, out, out_stride, lead_.pool_, isa);
+      matmul(m, in, in_stride, tokens, out, out_stride, *lead_.pool_, isa);
   }
 
   // Row-wise steps run token by token, spread over the pool in groups: a
@@ -311,7 +311,7 @@ class Session::Scratch::Pass {
   // one token runs inline.
   template <class Step>
   void each_token(const Step& step) {
-    lead_.pool_.run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
+    lead_.pool_->run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
       const int64_t begin = int64_t(task) * tokens_per_task;
       for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
     });
@@ -329,7 +329,7 @@ class Session::Scratch::Pass {
   const int group = c.n_head / c.n_head_kv;
   const int pairs = c.rope_dim / 2;
   const bool q8 = lead_.options_.recipe.arithmetic == Arithmetic::Q8;
-  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * lead_.pool_.size() - 1) / (4 * lead_.pool_.size()));
+  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * lead_.pool_->size() - 1) / (4 * lead_.pool_->size()));
   const KvRowRounding kv_rounding = kv_rounding_of(lead_.options_.recipe.kv);
 };
 

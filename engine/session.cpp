@@ -22,12 +22,22 @@ std::shared_ptr<const Model> with_weights(std::shared_ptr<const Model> model) {
     throw Error(ErrorCode::Internal, "a session of a model loaded without its weights ('" + model->path() + "')");
   return model;
 }
+// The shared pool options name, when it has the threads they ask for; a
+// pool of its own otherwise.
+std::shared_ptr<ThreadPool> pool_for(const EngineOptions& options) {
+  const int threads = std::max(1, options.threads);
+  if (!options.pool) return std::make_shared<ThreadPool>(threads);
+  if (options.pool->size() != threads)
+    throw Error(ErrorCode::Internal, "a shared thread pool of " + std::to_string(options.pool->size()) +
+                                         " threads for a session of " + std::to_string(threads));
+  return options.pool;
+}
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, EngineOptions options)
     : model_(with_weights(std::move(model))),
       options_(options),
-      pool_(std::max(1, options.threads)),
+      pool_(pool_for(options)),
       rope_(model_->plan().rope.table()),
       rope_local_(model_->plan().rope_local.table()),
       cache_(model_->config().n_layer, model_->config().kv_row_floats(), positions_reached(*model_, options),

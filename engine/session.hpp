@@ -46,6 +46,12 @@ struct EngineOptions {
   // names the setting in that error (kvg.max_kv_memory, --max-kv-memory).
   int64_t max_kv_bytes = 0;
   const char* kv_limit_name = "the KV memory limit";
+  // The `threads` threads to run on, when sessions share them: the sessions
+  // of a process that never runs two passes at once (the engine worker) use
+  // one pool rather than each starting threads of its own. Null: the session
+  // makes its own. The same bits either way (recipe rule: threads change
+  // nothing).
+  std::shared_ptr<ThreadPool> pool;
 };
 
 class Session;
@@ -143,7 +149,7 @@ class Session {
 
   std::shared_ptr<const Model> model_;
   EngineOptions options_;
-  ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;  // options.pool, or its own
   RopeTable rope_;        // global layers
   RopeTable rope_local_;  // sliding-window layers (the same table unless the model gives them their own base)
   KvCache cache_;

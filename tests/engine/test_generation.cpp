@@ -52,17 +52,22 @@ std::vector<std::vector<int32_t>> together(const std::shared_ptr<const Model>& m
       [&](std::vector<Generation*>& pass) { std::shuffle(pass.begin(), pass.end(), rng); });
 }
 
-void expect_together_equals_alone(const char* path, Recipe recipe, int threads, uint32_t seed) {
+// `shared_pool`: the sessions stepped together run on one pool, as the
+// engine worker's do (EngineOptions::pool); each alone on a pool of its own.
+void expect_together_equals_alone(const char* path, Recipe recipe, int threads, uint32_t seed,
+                                  bool shared_pool = false) {
   KVG_REQUIRE_TEST_DATA(path);
   const auto model = Model::load(test::data_path(path));
   EngineOptions engine;
   engine.recipe = recipe;
   engine.threads = threads;
+  EngineOptions stepped = engine;
+  if (shared_pool) stepped.pool = std::make_shared<ThreadPool>(threads);
   std::mt19937 rng(seed);
   for (int round = 0; round < 4; ++round) {
     std::vector<Job> jobs;
     for (int i = 0; i < 6; ++i) jobs.push_back(random_job(rng, model->config().n_vocab));
-    const auto batched = together(model, engine, jobs, rng);
+    const auto batched = together(model, stepped, jobs, rng);
     for (size_t i = 0; i < jobs.size(); ++i)
       EXPECT_EQ(batched[i], alone(model, engine, jobs[i]))
           << path << " " << recipe.name() << " threads " << threads << " round " << round << " job " << i;
@@ -74,6 +79,22 @@ TEST(Generation, SteppedTogetherEqualsEachAlone) {
   expect_together_equals_alone(test::kTinyStories656K, kDefaultRecipe, 1, 6);
   expect_together_equals_alone(test::kTinyStories656K, Recipe{Arithmetic::Q8, KvStorage::F32}, 2, 7);
   expect_together_equals_alone(test::kTinyStories656K, Recipe{Arithmetic::Q8, KvStorage::I8}, 3, 8);
+}
+
+TEST(Generation, SessionsSharingOnePoolEqualEachAloneOnItsOwn) {
+  expect_together_equals_alone(test::kStories260K, kDefaultRecipe, 2, 9, true);
+  expect_together_equals_alone(test::kTinyStories656K, Recipe{Arithmetic::Q8, KvStorage::F32}, 3, 10, true);
+}
+
+TEST(Generation, ASharedPoolOfOtherThreadsThanTheSessionAsksIsRefused) {
+  KVG_REQUIRE_TEST_DATA(test::kStories260K);
+  const auto model = Model::load(test::data_path(test::kStories260K));
+  EngineOptions engine;
+  engine.threads = 2;
+  engine.pool = std::make_shared<ThreadPool>(3);
+  EXPECT_THROW(Session(model, engine), Error);
+  engine.pool = std::make_shared<ThreadPool>(2);
+  EXPECT_NO_THROW(Session(model, engine));
 }
 
 // A prompt the cache already holds whole (a whole-prompt graft) gets its last

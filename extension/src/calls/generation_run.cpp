@@ -231,6 +231,8 @@ std::vector<GenerationRun> run_generations_together(EngineCall& call, const std:
     }
     return runs;
   }
+  // They never run two passes at once: one pool of threads for all.
+  each.pool = std::make_shared<ThreadPool>(std::max(1, each.threads));
   std::vector<GenerationRun> runs(n);
   std::vector<std::unique_ptr<Session>> sessions(n);
   std::vector<std::optional<AnswerLine>> lines(n);

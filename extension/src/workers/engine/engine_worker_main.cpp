@@ -189,6 +189,9 @@ class Worker {
   std::string last_model_;
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
   std::unique_ptr<MappedKvFiles> kv_files_;  // chains attended in place (kvg.engine_kv_files)
+  // The threads every sequence's passes run on (kvg.engine_threads): one
+  // pool for all, not threads started and stopped with each call.
+  std::shared_ptr<ThreadPool> pool_;
   bool kv_files_failed_ = false;
   int64_t kv_in_use_ = 0;
   uint64_t turn_ = 0;  // rotates who comes first in a pass's shares
@@ -304,7 +307,9 @@ std::string Worker::start(Sequence& s) {
   options.recipe = parse_recipe(r.recipe);
   options.device = r.device;  // resolved here: the worker's own GPU, its one context
   options.gpu_staging_bytes = size_t(r.gpu_staging_bytes);
-  options.threads = threads();
+  options.threads = std::max(1, threads());
+  if (!pool_ || pool_->size() != options.threads) pool_ = std::make_shared<ThreadPool>(options.threads);
+  options.pool = pool_;
   // The context this generation can reach: what the worker reserves for it.
   options.max_context = int64_t(r.prompt.size()) + std::max<int64_t>(r.max_new_tokens, 1);
   options.max_kv_bytes = r.max_kv_bytes;
