@@ -4,7 +4,7 @@
 -- equal bytes), the same entries, the same attempts. The worker's `served`
 -- count says where each ran. A backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -37,6 +37,36 @@ SET LOCAL kvg.max_kv_memory = '64kB';  -- about 50 positions of this model
 SELECT throws_ok(format('SELECT kvg_capture(%L)', repeat(:'root_text', 4)), '54000', NULL,
                  'a capture beyond kvg.max_kv_memory is refused in the worker as in a backend');
 RESET kvg.max_kv_memory;
+
+-- A long capture cancelled while the worker computes it: nothing stored,
+-- its sequence and its KV reservation gone; the same capture afterwards
+-- stores what a backend stores.
+CREATE FUNCTION pg_temp.cancelled(call text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE call;
+  RETURN 'finished';
+EXCEPTION WHEN query_canceled THEN  -- which throws_ok's WHEN OTHERS does not catch
+  RETURN 'cancelled';
+END $$;
+CREATE FUNCTION pg_temp.worker_idle() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..500 LOOP  -- the worker drops a cancelled call's sequence at its next step
+    IF (SELECT sequences = 0 AND kv_bytes = 0 FROM kvg_engine_worker()) THEN RETURN true; END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+SELECT count(*) AS artifacts_before FROM kvg.artifacts \gset
+SET LOCAL statement_timeout = '10ms';
+SELECT is(pg_temp.cancelled('SELECT kvg_capture(array_fill(300, ARRAY[2000]))'), 'cancelled',
+          'a long capture in the worker is cancelled by statement_timeout');
+RESET statement_timeout;
+SELECT ok(pg_temp.worker_idle() AND (SELECT count(*) FROM kvg.artifacts) = :artifacts_before,
+          'it stored nothing, and the worker holds no sequence and reserves no KV after it');
+SET LOCAL kvg.engine = backend;
+SELECT kvg_capture(array_fill(300, ARRAY[2000])) AS long_b \gset
+SET LOCAL kvg.engine = worker;
+SELECT is(kvg_capture(array_fill(300, ARRAY[2000])), :'long_b', 'the same capture then stores a backend''s artifact');
 
 -- A learned entry: its prompt's chain computed in the worker, then in a
 -- backend after the entry is deleted: the same artifact.
