@@ -64,27 +64,13 @@ SELECT ok(pg_temp.file_holds(:'b'), 'the file cut short was rebuilt');
 
 -- A long call cancelled in the worker: its sequence, its KV reservation and
 -- its mapping go; the next call is served the same.
-CREATE FUNCTION pg_temp.cancelled(call text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE call;
-  RETURN 'finished';
-EXCEPTION WHEN query_canceled THEN  -- which throws_ok's WHEN OTHERS does not catch
-  RETURN 'cancelled';
-END $$;
+\ir worker_cancel.psql
 RESET kvg.max_kv_memory;  -- its 200 tokens fit: only the timeout ends it
 SET LOCAL statement_timeout = '10ms';
 SELECT is(pg_temp.cancelled(format('SELECT kvg_generate(%s, 200, %L)', :'tail', :'c')), 'cancelled',
           'a long mapped call is cancelled by statement_timeout');
 RESET statement_timeout;
 SET LOCAL kvg.max_kv_memory = '64kB';
-CREATE FUNCTION pg_temp.worker_idle() RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..500 LOOP  -- the worker drops a cancelled call's sequence at its next step
-    IF (SELECT sequences = 0 AND kv_bytes = 0 FROM kvg_engine_worker()) THEN RETURN true; END IF;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RETURN false;
-END $$;
 SELECT ok(pg_temp.worker_idle(), 'the worker holds no sequence and reserves no KV after it');
 SELECT is(kvg_generate(:tail, 16, :'c'), :'resident'::text, 'and the next call is served the same');
 

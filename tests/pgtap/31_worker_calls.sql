@@ -41,21 +41,7 @@ RESET kvg.max_kv_memory;
 -- A long capture cancelled while the worker computes it: nothing stored,
 -- its sequence and its KV reservation gone; the same capture afterwards
 -- stores what a backend stores.
-CREATE FUNCTION pg_temp.cancelled(call text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE call;
-  RETURN 'finished';
-EXCEPTION WHEN query_canceled THEN  -- which throws_ok's WHEN OTHERS does not catch
-  RETURN 'cancelled';
-END $$;
-CREATE FUNCTION pg_temp.worker_idle() RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..500 LOOP  -- the worker drops a cancelled call's sequence at its next step
-    IF (SELECT sequences = 0 AND kv_bytes = 0 FROM kvg_engine_worker()) THEN RETURN true; END IF;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RETURN false;
-END $$;
+\ir worker_cancel.psql
 SELECT count(*) AS artifacts_before FROM kvg.artifacts \gset
 SET LOCAL statement_timeout = '10ms';
 SELECT is(pg_temp.cancelled('SELECT kvg_capture(array_fill(300, ARRAY[2000]))'), 'cancelled',
