@@ -27,7 +27,20 @@ struct GenerateOptions {
   std::function<bool(int32_t token)> on_token;
   ProgressCheck check;  // between prefill chunks and decode steps
   ProgressReport prefill_report;  // prompt tokens evaluated, of the prompt's
-  ProgressReport decode_report;   // tokens decoded, of max_new_tokens
+  ProgressReport decode_report;   // tokens decoded, of max_new_tokens × continuations
+  // Continuations of the prompt to decode one after another, each from the
+  // prompt's end (the session truncated back to it, its last logits row
+  // kept) with seed sampling.seed + i: a graft check's samples
+  // (engine/graft_check.hpp). result.tokens holds them all, in order, each
+  // max_new_tokens long unless the context ends it first, the same length
+  // for every one; so more than one is refused with a stop (stop_at_eos,
+  // stop_tokens, on_token).
+  int continuations = 1;
+  // The logits rows of the prompt positions from this session position on
+  // (negative: none), handed to prompt_logits as their prefill chunks are
+  // evaluated, in order, n_vocab floats each: what a graft check compares.
+  int64_t prompt_logits_from = -1;
+  std::function<void(std::span<const float> rows)> prompt_logits;
 };
 
 struct GenerateResult {
@@ -70,6 +83,7 @@ class Generation {
   int64_t prompt_tokens() const { return int64_t(prompt_.size()); }
 
  private:
+  bool wants_rows(int64_t at, size_t n) const;
   void sample();
   void finish();
 
@@ -81,6 +95,12 @@ class Generation {
   int64_t chunk_cap_ = 0;  // cap_chunk()
   int32_t last_ = 0;  // the token to decode next
   std::vector<float> logits_;
+  // GenerateOptions::continuations: the one decoding, where they all begin,
+  // the prompt's last logits row, and where this one's tokens begin.
+  int continuation_ = 0;
+  int64_t prompt_end_ = 0;
+  std::vector<float> prompt_last_;
+  size_t continuation_began_ = 0;
   bool finished_ = false;
   GenerateResult result_;
   std::chrono::steady_clock::time_point phase_began_ = std::chrono::steady_clock::now();

@@ -20,22 +20,26 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Sampled continuation from a session holding the prompt, whose last logits
-// row is `last`; the session is truncated back afterwards.
-std::vector<int32_t> continuation(Session& session, std::vector<float> last, const SamplingParams& params, int n,
-                                  const ProgressCheck& check) {
-  const int64_t keep = session.n_past();
-  const size_t n_vocab = size_t(session.model().config().n_vocab);
-  std::vector<int32_t> out;
-  for (int i = 0; i < n && session.n_past() < session.max_context(); ++i) {
-    if (check) check();
-    const int32_t token = sample_token(std::span<const float>(last.data(), n_vocab), params, session.n_past());
-    out.push_back(token);
-    const int32_t one[1] = {token};
-    session.forward(one, LogitsFor::Last, &last);
-  }
-  session.truncate(keep);
-  return out;
+// One side of a check: its generation's rows and tokens, and its time.
+struct Side {
+  std::vector<float> rows;
+  GenerateResult result;
+};
+
+Side run_side(Session& session, std::span<const int32_t> rest, const GraftCheckOptions& options,
+              int64_t grafted_tokens, const ProgressCheck& check) {
+  Side side;
+  GenerateOptions generation = graft_check_generation(options, grafted_tokens);
+  generation.prompt_logits = [&side](std::span<const float> rows) {
+    side.rows.insert(side.rows.end(), rows.begin(), rows.end());
+  };
+  generation.check = check;
+  side.result = generate(session, rest, generation);
+  return side;
+}
+
+bool all_finite(std::span<const float> v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 }  // namespace
@@ -60,66 +64,83 @@ std::string logits_sha256(std::span<const float> logits) {
   return to_hex(sha256(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(logits.data()), logits.size_bytes())));
 }
 
-GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOptions& engine, const Digest& artifact,
-                             const ArtifactOpener& open, std::span<const int32_t> prompt,
-                             const GraftCheckOptions& options, const ProgressCheck& check) {
-  GraftCheckResult r;
-  const size_t n_vocab = size_t(model->config().n_vocab);
-
-  auto start = std::chrono::steady_clock::now();
-  Session grafted(model, engine);
-  r.grafted_tokens = graft(grafted, artifact, open, prompt).n_tokens;
-  const auto rest = prompt.subspan(size_t(r.grafted_tokens));
-  if (rest.empty())
+void require_positions_to_compare(int64_t grafted_tokens, size_t prompt_tokens) {
+  if (int64_t(prompt_tokens) <= grafted_tokens)
     throw Error(ErrorCode::InvalidArgument, "the prompt ends where the artifact ends: give at least one token after "
-                                            "the artifact's " + std::to_string(r.grafted_tokens) + " to compare");
-  std::vector<float> graft_logits;
-  grafted.prefill(rest, 0, LogitsFor::All, &graft_logits, check);
-  r.graft_seconds = seconds_since(start);
+                                            "the artifact's " + std::to_string(grafted_tokens) + " to compare");
+}
 
-  start = std::chrono::steady_clock::now();
-  Session monolithic(model, engine);
-  if (check) check();
-  std::vector<float> all_logits;
-  monolithic.forward(prompt, LogitsFor::All, &all_logits);  // one pass over the whole prompt
-  r.recompute_seconds = seconds_since(start);
-  const std::span<const float> recompute_logits(all_logits.data() + size_t(r.grafted_tokens) * n_vocab,
-                                                rest.size() * n_vocab);
+GenerateOptions graft_check_generation(const GraftCheckOptions& options, int64_t grafted_tokens) {
+  GenerateOptions generation;
+  generation.max_new_tokens = options.samples > 0 ? options.sample_tokens : 0;
+  generation.continuations = std::max(options.samples, 1);
+  generation.sampling.temperature = options.temperature;  // seeds 0.. (continuation i: seed i)
+  generation.stop_at_eos = false;
+  generation.prefill_chunk = 0;  // one pass: the recompute is monolithic
+  generation.prompt_logits_from = grafted_tokens;
+  return generation;
+}
 
-  r.positions = int64_t(rest.size());
-  r.graft_logits_sha256 = logits_sha256(graft_logits);
-  r.recompute_logits_sha256 = logits_sha256(recompute_logits);
+GraftCheckResult compare_graft_check(std::span<const float> graft_rows, std::span<const int32_t> graft_samples,
+                                     std::span<const float> recompute_rows,
+                                     std::span<const int32_t> recompute_samples, int64_t grafted_tokens,
+                                     size_t n_vocab, const GraftCheckOptions& options) {
+  GraftCheckResult r;
+  r.grafted_tokens = grafted_tokens;
+  r.positions = int64_t(recompute_rows.size() / n_vocab);
+  r.graft_logits_sha256 = logits_sha256(graft_rows);
+  r.recompute_logits_sha256 = logits_sha256(recompute_rows);
   // A non-finite logit makes every comparison meaningless (NaN compares
   // unequal to itself, and a KL over it is NaN, which std::max would drop):
   // such a check reports KL NaN and is never exact.
-  const auto all_finite = [](std::span<const float> v) {
-    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-  };
-  const bool finite = all_finite(graft_logits) && all_finite(recompute_logits);
+  const bool finite = all_finite(graft_rows) && all_finite(recompute_rows);
+  const size_t compared = std::min(graft_rows.size(), recompute_rows.size()) / n_vocab;
   int64_t agree = 0;
-  for (size_t p = 0; p < rest.size(); ++p) {
-    const std::span<const float> g(graft_logits.data() + p * n_vocab, n_vocab);
-    const std::span<const float> m(recompute_logits.data() + p * n_vocab, n_vocab);
+  for (size_t p = 0; p < compared; ++p) {
+    const std::span<const float> g = graft_rows.subspan(p * n_vocab, n_vocab);
+    const std::span<const float> m = recompute_rows.subspan(p * n_vocab, n_vocab);
     r.kl_max = std::max(r.kl_max, kl_divergence(m, g));
     agree += argmax(g) == argmax(m);
   }
-  r.argmax_agreement = double(agree) / double(rest.size());
+  r.argmax_agreement = r.positions > 0 ? double(agree) / double(r.positions) : 0;
   if (!finite) r.kl_max = std::numeric_limits<double>::quiet_NaN();
-  const bool bytes_equal = graft_logits.size() == recompute_logits.size() &&
-                           std::memcmp(graft_logits.data(), recompute_logits.data(), recompute_logits.size_bytes()) == 0;
+  const bool bytes_equal = r.positions > 0 && graft_rows.size() == recompute_rows.size() &&
+                           std::memcmp(graft_rows.data(), recompute_rows.data(), recompute_rows.size_bytes()) == 0;
 
-  const std::vector<float> graft_last(graft_logits.end() - std::ptrdiff_t(n_vocab), graft_logits.end());
-  const std::vector<float> recompute_last(all_logits.end() - std::ptrdiff_t(n_vocab), all_logits.end());
-  for (int s = 0; s < options.samples; ++s) {
-    SamplingParams params;
-    params.temperature = options.temperature;
-    params.seed = uint64_t(s);
-    const auto a = continuation(grafted, graft_last, params, options.sample_tokens, check);
-    const auto b = continuation(monolithic, recompute_last, params, options.sample_tokens, check);
-    ++r.samples;
-    r.samples_equal += a == b;
+  // Continuation s of each side: its s-th part of an equal split.
+  r.samples = std::max(options.samples, 0);
+  const size_t graft_each = r.samples > 0 ? graft_samples.size() / size_t(r.samples) : 0;
+  const size_t recompute_each = r.samples > 0 ? recompute_samples.size() / size_t(r.samples) : 0;
+  const bool split = graft_each * size_t(r.samples) == graft_samples.size() &&
+                     recompute_each * size_t(r.samples) == recompute_samples.size();
+  for (int s = 0; split && s < r.samples; ++s) {
+    const auto a = graft_samples.subspan(size_t(s) * graft_each, graft_each);
+    const auto b = recompute_samples.subspan(size_t(s) * recompute_each, recompute_each);
+    r.samples_equal += std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
   r.exact = finite && bytes_equal && r.samples_equal == r.samples;
+  return r;
+}
+
+GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOptions& engine, const Digest& artifact,
+                             const ArtifactOpener& open, std::span<const int32_t> prompt,
+                             const GraftCheckOptions& options, const ProgressCheck& check) {
+  const auto start = std::chrono::steady_clock::now();
+  Session grafted(model, engine);
+  const int64_t grafted_tokens = graft(grafted, artifact, open, prompt).n_tokens;
+  require_positions_to_compare(grafted_tokens, prompt.size());
+  const auto rest = prompt.subspan(size_t(grafted_tokens));
+  const double graft_seconds = seconds_since(start);
+  const Side graft_side = run_side(grafted, rest, options, grafted_tokens, check);
+
+  Session monolithic(model, engine);
+  const Side recompute_side = run_side(monolithic, prompt, options, grafted_tokens, check);
+
+  GraftCheckResult r = compare_graft_check(graft_side.rows, graft_side.result.tokens, recompute_side.rows,
+                                           recompute_side.result.tokens, grafted_tokens,
+                                           size_t(model->config().n_vocab), options);
+  r.graft_seconds = graft_seconds + graft_side.result.prefill_seconds;
+  r.recompute_seconds = recompute_side.result.prefill_seconds;
   return r;
 }
 

@@ -8,7 +8,7 @@
 --     import size; what a role may store: 24_storage_quota.sql);
 --  4. a kvg_user sees its own audit rows, kvg_auditor all of them.
 BEGIN;
-SELECT plan(33);
+SELECT plan(34);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -86,7 +86,16 @@ SELECT is(kv_proven, false, 'an unverified artifact grafted on request: the audi
 FROM kvg.readable_audit WHERE operation = 'generate' ORDER BY seq DESC LIMIT 1;
 SELECT is(exact, false, 'and kvg_graft_check shows it differs from recomputation')
 FROM kvg_graft_check(:'forged_sha', ' She liked to');
+SELECT row(c.*)::text AS forged_check FROM kvg_graft_check(:'forged_sha', ' She liked to', 2) c \gset
 RESET ROLE;
+-- That check ran in the engine worker (kvg.engine's default here); a
+-- backend's judges the forgery with the same hashes and the same KL.
+SET kvg.engine = backend;
+SET ROLE tap_alice;
+SELECT is((SELECT row(c.*)::text FROM kvg_graft_check(:'forged_sha', ' She liked to', 2) c), :'forged_check',
+          'a backend''s graft check of it gives the worker''s row, hashes and KL included');
+RESET ROLE;
+RESET kvg.engine;
 
 -- Non-finite KV is refused even unverified; a huge finite value is caught by
 -- recomputation, and a graft check over it never claims KL 0.

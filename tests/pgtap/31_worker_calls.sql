@@ -1,10 +1,11 @@
--- In worker mode the calls that compute KV to store (kvg_capture, kvg_learn)
--- and kvg_solve's attempts run in the engine worker, with the same bytes as
--- in a backend: the same artifacts (content-addressed: equal names are
--- equal bytes), the same entries, the same attempts. The worker's `served`
--- count says where each ran. A backend in worker mode maps no model file.
+-- In worker mode the calls that compute KV to store (kvg_capture, kvg_learn),
+-- kvg_solve's attempts and kvg_graft_check run in the engine worker, with
+-- the same bytes as in a backend: the same artifacts (content-addressed:
+-- equal names are equal bytes), the same entries, the same attempts, the
+-- same graft checks. The worker's `served` count says where each ran. A
+-- backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(20);
+SELECT plan(26);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -89,28 +90,50 @@ SELECT is((SELECT (o)[1:3] FROM (SELECT array_agg(output_sha256 ORDER BY seq) AS
                                   WHERE operation = 'solve' AND input_sha256 = encode(sha256('Where did Lily like to play?'), 'hex')) t),
           'their audit rows record the same whole outputs in both modes, attempt by attempt');
 
+-- A graft check: its graft (the chain attended in place from the worker's
+-- KV files) and its recompute are two sequences in the worker, which send
+-- back their logits rows and sampled continuations; the backend judges them
+-- as it judges its own. The same row in both modes, hashes and KL included.
+SET LOCAL kvg.engine = backend;
+SELECT pg_temp.served() AS s3 \gset
+SELECT row(c.*)::text AS check_b FROM kvg_graft_check(:'link_b', ' She kicked the ball to her friend Tom.', 3) c \gset
+SET LOCAL kvg.engine = worker;
+SELECT is((SELECT row(c.*)::text FROM kvg_graft_check(:'link_b', ' She kicked the ball to her friend Tom.', 3) c),
+          :'check_b', 'a graft check in the worker gives a backend''s hashes, KL, agreement and verdict');
+SELECT is(pg_temp.served(), :s3 + 2::bigint, 'its graft and its recompute ran there, as two sequences');
+SELECT ok(:'check_b' LIKE '%,0,1,t)', 'and that verdict is exact: KL 0, every argmax equal');
+SELECT throws_ok(format('SELECT * FROM kvg_graft_check(%L, ARRAY[5, 999999])', :'root_b'), '22023', NULL,
+                 'a check of a token outside the vocabulary is refused, in worker mode as in a backend');
+SET LOCAL statement_timeout = '10ms';
+SELECT is(pg_temp.cancelled(format('SELECT * FROM kvg_graft_check(%L, array_fill(300, ARRAY[1500]), 4)', :'root_b')),
+          'cancelled', 'a long graft check in the worker is cancelled by statement_timeout');
+RESET statement_timeout;
+SELECT ok(pg_temp.worker_idle(), 'and leaves neither of its sequences nor their KV reservations behind');
+
 -- A fresh backend in worker mode prepares calls with the model loaded
--- without its weights: after generating, capturing, tokenizing and naming
--- the model, its own memory map (/proc/self/maps) has no model file in it.
--- kvg_graft_check computes in its backend in either mode: then it does.
+-- without its weights: after generating, capturing, graft checking,
+-- tokenizing and naming the model, its own memory map (/proc/self/maps)
+-- has no model file in it. kvg_generate_positional computes in its backend
+-- in either mode: then it does.
 SELECT pg_temp.connect('w') \g /dev/null
 SELECT dblink_exec('w', format('SET kvg.model = %L', :'small')) \g /dev/null
 SELECT dblink_exec('w', 'SET kvg.device = cpu; SET kvg.engine = worker') \g /dev/null
 SELECT dblink_exec('w', 'BEGIN') \g /dev/null
 SELECT * FROM dblink('w', $$SELECT kvg_generate('Once upon a time', 8),
-                                  kvg_capture('Lily had a red ball.'),
+                                  (SELECT exact FROM kvg_graft_check(kvg_capture('Lily had a red ball.'), ' She liked', 1)),
                                   kvg_tokenize('Lily'),
-                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c text, tk int[], f text) \g /dev/null
+                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c boolean, tk int[], f text) \g /dev/null
 SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
                               AS t(mapped boolean)),
-          false, 'a backend in worker mode maps no model file, having generated, captured and tokenized');
+          false, 'a backend in worker mode maps no model file, having generated, captured, graft checked and tokenized');
 SELECT is((SELECT f FROM dblink('w', $$SELECT kvg_model_info()->>'fingerprint'$$) AS t(f text)),
           kvg_model_info()->>'fingerprint', 'and names the model by the fingerprint a backend that maps it computes');
-SELECT * FROM dblink('w', $$SELECT exact FROM kvg_graft_check(kvg_capture('Lily had a red ball.'), ' She liked', 0)$$)
-  AS t(exact boolean) \g /dev/null
+SELECT * FROM dblink('w', $$SELECT output FROM kvg_generate_positional(
+                                ARRAY[kvg_capture('Lily had a red ball.'), kvg_capture('Tom had a blue kite.')], ' They', 2)$$)
+  AS t(output text) \g /dev/null
 SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
                               AS t(mapped boolean)),
-          true, 'kvg_graft_check, which computes in its backend, maps it there');
+          true, 'kvg_generate_positional, which computes in its backend, maps it there');
 SELECT dblink_exec('w', 'ROLLBACK') \g /dev/null
 SELECT dblink_disconnect('w') \g /dev/null
 

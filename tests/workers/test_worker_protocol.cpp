@@ -75,6 +75,8 @@ GenerationRequest generation_request() {
   r.answer_line = true;
   r.capture_ends = {64, 128, 4096};
   r.max_kv_is_share = true;
+  r.continuations = 4;
+  r.prompt_logits_from = 37;
   return r;
 }
 
@@ -111,6 +113,7 @@ std::vector<Sample> every_message_kind() {
       sample("StartedReply", EngineReply(StartedReply{})),
       sample("PrefilledReply", EngineReply(PrefilledReply{384, 1000})),
       sample("TokenReply", EngineReply(TokenReply{-123456})),
+      sample("LogitsReply", EngineReply(LogitsReply{{-1.5f, 0.0f, 3.25f, -0.0f}})),
       sample("LinkReply", EngineReply(LinkReply{{7, 0, 255, 1}})),
       sample("DoneReply", EngineReply(DoneReply{true, 0.25, 1.5, 96, 1234, 8})),
       sample("FailedReply of an error", EngineReply(FailedReply::of(Error(ErrorCode::TokenMismatch, "no")))),

@@ -36,7 +36,7 @@ ModelUse generations_use();
 
 struct EngineCall {
   // `use`: Compute for a call that computes in this backend in either mode
-  // (kvg_graft_check, kvg_generate_positional).
+  // (kvg_generate_positional).
   explicit EngineCall(ModelUse use = generations_use()) : model(current_model(use)) {}
 
   // First, before the model loads: a standby that cannot reach the primary

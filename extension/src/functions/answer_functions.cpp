@@ -13,7 +13,7 @@
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/calls/engine_call.hpp"
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 #include "extension/src/knowledge/knowledge_route.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/pg/sql_raise.hpp"

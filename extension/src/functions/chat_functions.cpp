@@ -15,7 +15,7 @@
 #include "engine/request_limits.hpp"
 #include "extension/src/audit/audit.hpp"
 #include "extension/src/calls/engine_call.hpp"
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 #include "extension/src/model/model_settings.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"

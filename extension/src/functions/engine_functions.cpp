@@ -11,7 +11,6 @@
 #include "engine/device.hpp"
 #include "engine/generate.hpp"
 #include "engine/graft.hpp"
-#include "engine/graft_check.hpp"
 #include "engine/output_text.hpp"
 #include "engine/prompt.hpp"
 #include "engine/request_limits.hpp"
@@ -19,9 +18,10 @@
 #include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/audit/audit.hpp"
 #include "extension/src/calls/engine_call.hpp"
+#include "extension/src/runs/graft_check_run.hpp"
 #include "extension/src/model/engine_context.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 #include "extension/src/artifacts/lo_store.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
@@ -180,7 +180,8 @@ KVG_SQL_FUNCTION(kvg_generate_bytes) {
 // default 1)
 // returns table(graft_logits_sha256, recompute_logits_sha256, kl_max,
 // argmax_agreement, exact): the artifact grafted and the continuation
-// evaluated, against one monolithic prefill of the whole prompt. STRICT; a
+// evaluated, against one monolithic prefill of the whole prompt; in worker
+// mode both run in the engine worker (graft_check_run.hpp). STRICT; a
 // blank artifact or continuation gives no row (docs/sql.md).
 KVG_SQL_FUNCTION(kvg_graft_check) {
   if (arg_is_blank(fcinfo, 0) || PromptArg::blank(fcinfo, 1)) {
@@ -191,14 +192,14 @@ KVG_SQL_FUNCTION(kvg_graft_check) {
   const int32 samples = PG_GETARG_INT32(2);
   if (samples < 0 || samples > 1000) throw Error(ErrorCode::InvalidArgument, "samples must be in 0..1000");
 
-  EngineCall call(ModelUse::Compute);  // it compares a graft with a recomputation here, in either mode
+  EngineCall call;
   require_readable(call.spi, artifact);
   const PromptArg continuation(fcinfo, 1, *call.model, "continuation");
-  const std::vector<int32_t> prompt = prompt_after_artifact(call, artifact, continuation).tokens;
+  const ChainPrompt whole = prompt_after_artifact(call, artifact, continuation);
+  const std::vector<int32_t>& prompt = whole.tokens;
   GraftCheckOptions options;
   options.samples = samples;
-  const GraftCheckResult r =
-      graft_check(call.model, call.options, artifact, call.open, prompt, options, kCheckInterrupts);
+  const GraftCheckResult r = run_graft_check(call, whole.chain, prompt, options);
 
   AuditRecord audit = call.audit("graft_check");
   audit.input_sha256 = continuation.sha256();

@@ -14,7 +14,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/output_text.hpp"
 #include "extension/src/calls/engine_call.hpp"
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 #include "extension/src/knowledge/knowledge_deposit.hpp"
 #include "extension/src/roles/owner_rights.hpp"
 #include "extension/src/pg/pg_boundary.hpp"

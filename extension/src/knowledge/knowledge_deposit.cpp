@@ -4,7 +4,7 @@
 #include "engine/knowledge_prompt.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/roles/owner_rights.hpp"
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
 #include "extension/src/knowledge/knowledge_settings.hpp"
 #include "extension/src/pg/sql_raise.hpp"

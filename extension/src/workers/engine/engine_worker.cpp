@@ -255,6 +255,10 @@ bool take_reply(worker_protocol::EngineReply reply, Call& in_flight, size_t inde
     in_flight.send_supply(index, supply(need->ids));
     return false;
   }
+  if (auto* logits = std::get_if<LogitsReply>(&reply)) {
+    out.prompt_logits.insert(out.prompt_logits.end(), logits->rows.begin(), logits->rows.end());
+    return false;
+  }
   if (auto* link = std::get_if<LinkReply>(&reply)) {
     out.links.push_back(std::move(link->artifact));
     return false;
@@ -348,6 +352,8 @@ GenerateOptions generate_options(const GenerationRequest& r) {
   options.stop_at_eos = r.stop_at_eos;
   options.stop_tokens = r.stop_tokens;
   options.prefill_chunk = r.prefill_chunk;
+  options.continuations = r.continuations;
+  options.prompt_logits_from = r.prompt_logits_from;
   return options;
 }
 

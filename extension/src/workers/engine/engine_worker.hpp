@@ -32,7 +32,8 @@ namespace kvg::pg::engine_worker {
 using GenerationRequest = worker_protocol::GenerationRequest;
 using Done = worker_protocol::DoneReply;
 
-// The options the worker generates with: the request's, as kvg_generate's.
+// The options the worker generates with: the request's, as kvg_generate's
+// (prompt_logits, where the rows go, is the worker's to set).
 GenerateOptions generate_options(const GenerationRequest& request);
 
 // From _PG_init under shared_preload_libraries: the worker's registration
@@ -74,6 +75,7 @@ struct WorkerGeneration {
   GenerateResult result;
   Done done;
   std::vector<std::vector<uint8_t>> links;  // request.capture_ends' links, in order
+  std::vector<float> prompt_logits;          // request.prompt_logits_from's rows, in order
 };
 
 // The verified bytes of the artifacts the worker lacks (a Need), read with

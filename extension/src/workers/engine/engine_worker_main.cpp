@@ -62,7 +62,7 @@ using namespace worker_protocol;
 
 // A reply on its way to a caller: the bytes of an EngineReply
 // (protocol/engine_messages.hpp), and whether it only reports progress (a
-// token, a prefill count). Those need not wake the caller one by one: each
+// token, a prefill count, a chunk's logits rows). Those need not wake the caller one by one: each
 // wakeup is a signal to its backend, and on a small model the worker makes
 // tokens far faster than a backend is worth waking for (Worker::flush).
 struct Outgoing {
@@ -71,7 +71,8 @@ struct Outgoing {
 };
 template <class Reply>
 Outgoing reply_bytes(Reply reply) {
-  constexpr bool progress = std::is_same_v<Reply, TokenReply> || std::is_same_v<Reply, PrefilledReply>;
+  constexpr bool progress = std::is_same_v<Reply, TokenReply> || std::is_same_v<Reply, PrefilledReply> ||
+                           std::is_same_v<Reply, LogitsReply>;
   return {encode(EngineReply(std::move(reply))), progress};
 }
 
@@ -428,6 +429,10 @@ void Worker::begin(Sequence& s, std::unique_ptr<Session> session, int64_t need) 
     s.line = std::make_unique<AnswerLine>(s.model->tokenizer(), r.prompt.back());
     options_for_generation.on_token = [line = s.line.get()](int32_t token) { return line->feed(token); };
   }
+  if (r.prompt_logits_from >= 0)
+    options_for_generation.prompt_logits = [&outbox = s.outbox](std::span<const float> rows) {
+      outbox.push_back(reply_bytes(LogitsReply{std::vector<float>(rows.begin(), rows.end())}));
+    };
   s.generation = std::make_unique<Generation>(*session, rest, std::move(options_for_generation));
   s.session = std::move(session);
   s.held.clear();  // grafted: the cache keeps what it may

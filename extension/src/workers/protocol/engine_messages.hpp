@@ -1,7 +1,7 @@
 // What a backend and the engine worker (workers/engine/engine_worker.hpp)
 // say to each other: one GenerationRequest in the call's segment, then the
 // worker's replies on the call's queue (a Need, Started, prefill progress,
-// tokens, chain links, then Done or Failed), the backend's answers to a Need
+// logits rows when asked, tokens, chain links, then Done or Failed), the backend's answers to a Need
 // (SuppliedArtifacts in a segment of their own, its handle sent as a
 // SupplyNotice). Each message's
 // fields are listed once, in fields(); wire.hpp encodes and decodes them.
@@ -74,6 +74,12 @@ struct GenerationRequest {
   // The caller's session user: the engine worker shares its passes and its
   // batch among roles equally.
   uint32_t role = 0;
+  // A graft check's side (engine/graft_check.hpp): the prompt's continuations
+  // to decode, each from its end (GenerateOptions::continuations), and the
+  // prompt position from which its logits rows are sent back (LogitsReply;
+  // negative: none).
+  int32_t continuations = 1;
+  int64_t prompt_logits_from = -1;
 
   template <class F>
   void fields(F& f) {
@@ -82,6 +88,7 @@ struct GenerationRequest {
     f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
     f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
+    f(continuations), f(prompt_logits_from);
   }
 };
 
@@ -120,6 +127,14 @@ struct TokenReply {
   static constexpr uint8_t kTag = 'T';
   int32_t token = 0;
   template <class F> void fields(F& f) { f(token); }
+};
+
+// Logits rows of prompt positions (GenerationRequest::prompt_logits_from),
+// n_vocab floats each, in position order: one prefill chunk's.
+struct LogitsReply {
+  static constexpr uint8_t kTag = 'R';
+  std::vector<float> rows;
+  template <class F> void fields(F& f) { f(rows); }
 };
 
 // A chain link captured (GenerationRequest::capture_ends): an artifact's bytes.
@@ -162,7 +177,7 @@ struct FailedReply {
 };
 
 using EngineReply =
-    std::variant<NeedReply, StartedReply, PrefilledReply, TokenReply, LinkReply, DoneReply, FailedReply>;
+    std::variant<NeedReply, StartedReply, PrefilledReply, TokenReply, LogitsReply, LinkReply, DoneReply, FailedReply>;
 
 // The bytes a backend sends for a Need, in a segment of their own.
 struct SuppliedArtifacts {

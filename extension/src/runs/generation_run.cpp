@@ -1,12 +1,11 @@
-#include "extension/src/calls/generation_run.hpp"
+#include "extension/src/runs/generation_run.hpp"
 
 #include <algorithm>
 
 #include "common/error.hpp"
 #include "engine/answer_line.hpp"
-#include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/calls/call_progress.hpp"
-#include "extension/src/pg/sql_raise.hpp"
+#include "extension/src/runs/worker_request.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
 namespace kvg::pg {
@@ -53,65 +52,11 @@ GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt,
   return run;
 }
 
-// What the worker lacks, read with the caller's rights and checked.
-engine_worker::Supply supply_from(EngineCall& call) {
-  return [&call](const std::vector<Digest>& ids) {
-    std::vector<std::pair<Digest, VerifiedBytes::Bytes>> artifacts;
-    for (const Digest& id : ids) artifacts.emplace_back(id, verified_artifact_bytes(call.store, id));
-    return artifacts;
-  };
-}
-
-// The request for one generation in the worker: the prompt, the chain
-// chosen for it (by identity: the worker asks for the bytes it lacks), and
-// what the caller's options and asks say.
-engine_worker::GenerationRequest request_for(EngineCall& call, std::span<const int32_t> prompt,
-                                             const ChosenPrefix& chosen, const GenerateOptions& options,
-                                             const GenerationAsks& asks, int64_t max_kv_bytes, bool kv_share) {
-  if (options.on_token)
-    throw Error(ErrorCode::Internal, "a generation that decides per token runs in its backend, not the worker");
-  engine_worker::GenerationRequest request;
-  request.model_path = call.model->path();
-  request.model_fingerprint = call.model->fingerprint();
-  request.recipe = call.options.recipe.name();
-  request.device = call.options.device;
-  request.gpu_staging_bytes = call.options.gpu_staging_bytes;
-  request.max_kv_bytes = max_kv_bytes;
-  request.context_limit = call.options.context_limit;
-  request.max_kv_is_share = kv_share;
-  request.prompt.assign(prompt.begin(), prompt.end());
-  request.leaf = chosen.chain.leaf;
-  request.chain_tokens = chosen.chain.end;
-  if (request.leaf)
-    for (const StoredArtifact& row : call.store.chain(*request.leaf)) request.links.push_back({row.id, row.loid});
-  request.max_new_tokens = options.max_new_tokens;
-  request.temperature = options.sampling.temperature;
-  request.top_k = options.sampling.top_k;
-  request.top_p = options.sampling.top_p;
-  request.seed = options.sampling.seed;
-  request.stop_at_eos = options.stop_at_eos;
-  request.stop_tokens = options.stop_tokens;
-  request.prefill_chunk = options.prefill_chunk;
+// `request` with what `asks` asks of the worker.
+engine_worker::GenerationRequest request_with(const GenerationAsks& asks, engine_worker::GenerationRequest request) {
   request.answer_line = asks.answer_line;
   request.capture_ends = asks.link_ends;
   return request;
-}
-
-// A request whose KV could never fit kvg.engine_kv_memory is refused here
-// (53200), before it is queued: the worker would reserve this much for it
-// (engine_worker_main.cpp: the prompt and max_new_tokens, within the
-// context it may reach, less a chain it attends in place from its KV files), and
-// refuse it only once it took it from the queue.
-void refuse_if_never_fits(const Model& model, const engine_worker::GenerationRequest& request) {
-  const ModelConfig& config = model.config();
-  const int64_t mapped = engine_worker::maps_chain_of(request) ? request.chain_tokens : 0;
-  const int64_t reach = request.context_limit > 0 ? request.context_limit : config.n_ctx;
-  const int64_t positions =
-      std::min<int64_t>(int64_t(request.prompt.size()) + std::max<int64_t>(request.max_new_tokens, 1), reach) - mapped;
-  const int64_t need = KvCache::bytes_for(config.n_layer, config.kv_row_floats(), positions);
-  if (need > engine_worker::kv_memory_bytes())
-    raise_sqlstate("53200", engine_worker::never_fits_message(need),
-                   "A superuser may raise kvg.engine_kv_memory, or the call may ask for fewer tokens.");
 }
 
 // What the worker ran, as this backend's run would say it.
@@ -132,7 +77,7 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
                             std::vector<std::vector<uint8_t>>& links) {
   const ChosenPrefix chosen = chosen_for(call, prompt, start, asks);
   const engine_worker::GenerationRequest request =
-      request_for(call, prompt, chosen, options, asks, call.options.max_kv_bytes, false);
+      request_with(asks, worker_request(call, prompt, chosen, options, call.options.max_kv_bytes, false));
   refuse_if_never_fits(*call.model, request);
   // The worker says when it takes the call and sends each token as it is
   // decoded: kvg.progress and the decode's progress notices follow them.
@@ -159,7 +104,7 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
   int64_t prompt_tokens = 0;
   for (size_t i = 0; i < n; ++i) {
     chosen.push_back(choose_stored_prefix(call, prompts[i], {}));
-    requests.push_back(request_for(call, prompts[i], chosen[i], options, asks[i], share, true));
+    requests.push_back(request_with(asks[i], worker_request(call, prompts[i], chosen[i], options, share, true)));
     refuse_if_never_fits(*call.model, requests.back());
     prompt_tokens += int64_t(prompts[i].size());
   }
