@@ -10,42 +10,46 @@
 
 namespace kvg {
 
-Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
-                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check) {
-  if (header.model_fingerprint != model->fingerprint())
+RecomputePlan plan_recompute(const Model& model, const EngineOptions& options, const ArtifactHeader& header,
+                             const ArtifactOpener& open) {
+  if (header.model_fingerprint != model.fingerprint())
     throw Error(ErrorCode::ModelMismatch, "the artifact was captured with model " + to_hex(header.model_fingerprint) +
-                                              ", not with the loaded model " + to_hex(model->fingerprint()) +
+                                              ", not with the loaded model " + to_hex(model.fingerprint()) +
                                               ": it cannot be recomputed here");
   // Recomputed under the artifact's own recipe, whatever the caller's default:
   // the question is whether its KV is what that arithmetic gives.
-  EngineOptions under_its_recipe = options;
+  RecomputePlan plan{{}, options};
   try {
-    under_its_recipe.recipe = parse_recipe(header.recipe);
+    plan.options.recipe = parse_recipe(header.recipe);
   } catch (const Error&) {
     throw Error(ErrorCode::RecipeMismatch, "the artifact was computed under recipe '" + header.recipe +
                                                "', which this engine does not compute (" + known_recipe_names() +
                                                "): it cannot be recomputed here");
   }
-  if (header.kv_dtype != uint32_t(under_its_recipe.recipe.kv))
+  if (header.kv_dtype != uint32_t(plan.options.recipe.kv))
     throw Error(ErrorCode::RecipeMismatch, "the artifact stores its KV as " + kv_dtype_name(header.kv_dtype) +
                                                " but names recipe '" + header.recipe + "', which keeps " +
-                                               kv_storage_name(under_its_recipe.recipe.kv) +
+                                               kv_storage_name(plan.options.recipe.kv) +
                                                " KV: it cannot be recomputed here");
-  std::vector<int32_t> tokens;
-  if (header.parent) tokens = chain_tokens(*header.parent, open);
-  if (tokens.size() != header.position_start)
+  if (header.parent) plan.tokens = chain_tokens(*header.parent, open);
+  if (plan.tokens.size() != header.position_start)
     throw Error(ErrorCode::Corrupt, "the artifact starts at position " + std::to_string(header.position_start) +
-                                        " but its parent chain holds " + std::to_string(tokens.size()) + " tokens");
-  tokens.insert(tokens.end(), header.tokens.begin(), header.tokens.end());
-  check_prompt_tokens(*model, tokens.size());
+                                        " but its parent chain holds " + std::to_string(plan.tokens.size()) + " tokens");
+  plan.tokens.insert(plan.tokens.end(), header.tokens.begin(), header.tokens.end());
+  check_prompt_tokens(model, plan.tokens.size());
+  return plan;
+}
 
+Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
+                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check) {
+  const RecomputePlan plan = plan_recompute(*model, options, header, open);
   const auto began = std::chrono::steady_clock::now();
-  Session session(std::move(model), under_its_recipe);
-  session.prefill(tokens, 128, LogitsFor::None, nullptr, check);
+  Session session(std::move(model), plan.options);
+  session.prefill(plan.tokens, 128, LogitsFor::None, nullptr, check);
   DiscardSink sink;  // the identity is all capture() must produce here
   Recomputed r;
-  r.identity = capture(session, header.position_start, int64_t(tokens.size()), header.parent, sink);
-  r.tokens = int64_t(tokens.size());
+  r.identity = capture(session, header.position_start, int64_t(plan.tokens.size()), header.parent, sink);
+  r.tokens = int64_t(plan.tokens.size());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return r;
 }

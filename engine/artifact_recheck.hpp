@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/graft.hpp"
 #include "engine/session.hpp"
@@ -25,11 +26,22 @@ struct Recomputed {
   double seconds = 0;
 };
 
-// Prefills, in a fresh session, every token of the chain that `header` ends
-// (the parents' tokens from their headers, through `open`, then its own) and
-// captures the artifact's positions with its parent, under the artifact's own
-// recipe (options.recipe is ignored). Refuses (ModelMismatch, RecipeMismatch)
-// an artifact of another model or of a recipe this engine does not compute.
+// What recomputing the artifact `header` describes takes: every token of
+// the chain it ends (the parents' tokens from their headers, through `open`,
+// then its own), and `options` under the artifact's own recipe. Refuses
+// (ModelMismatch, RecipeMismatch) an artifact of another model or of a
+// recipe this engine does not compute, and a chain that cannot fit (54000),
+// before any work. Reads the model's configuration only: a model loaded
+// without its weights will do (the engine worker then recomputes).
+struct RecomputePlan {
+  std::vector<int32_t> tokens;
+  EngineOptions options;
+};
+RecomputePlan plan_recompute(const Model& model, const EngineOptions& options, const ArtifactHeader& header,
+                             const ArtifactOpener& open);
+
+// Prefills, in a fresh session, the plan's tokens and captures the
+// artifact's positions with its parent: plan_recompute, then the work.
 Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
                               const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check);
 

@@ -8,7 +8,7 @@
 --     import size; what a role may store: 24_storage_quota.sql);
 --  4. a kvg_user sees its own audit rows, kvg_auditor all of them.
 BEGIN;
-SELECT plan(34);
+SELECT plan(35);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -61,9 +61,14 @@ $$;
 SELECT pg_temp.forge(:'genuine_bytes', :'donor_bytes') AS forged \gset
 SELECT encode(sha256(:'forged'::bytea), 'hex') AS forged_sha \gset
 
+SELECT served AS served_before_import FROM kvg_engine_worker() \gset
 SET ROLE tap_mallory;
 SELECT throws_ok(format('SELECT kvg_import(%L::bytea)', :'forged'), '22V05', NULL,
                  'a forged artifact is refused on import: its KV is not what the model computes for its tokens');
+RESET ROLE;
+SELECT is((SELECT served FROM kvg_engine_worker()), :served_before_import + 1::bigint,
+          'the recomputation that refused it ran in the engine worker (kvg.engine''s default here)');
+SET ROLE tap_mallory;
 SELECT is(kvg_import(:'forged', verify => false), :'forged_sha', 'stored unverified when asked (verify => false)');
 RESET ROLE;
 SELECT is(provenance, 'unverified', 'and recorded as unverified') FROM kvg.artifacts WHERE sha256 = :'forged_sha';

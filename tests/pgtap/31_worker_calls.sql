@@ -1,11 +1,11 @@
 -- In worker mode the calls that compute KV to store (kvg_capture, kvg_learn),
--- kvg_solve's attempts and kvg_graft_check run in the engine worker, with
--- the same bytes as in a backend: the same artifacts (content-addressed:
--- equal names are equal bytes), the same entries, the same attempts, the
--- same graft checks. The worker's `served` count says where each ran. A
+-- kvg_solve's attempts, kvg_graft_check and kvg_import's recomputation run
+-- in the engine worker, with the same bytes as in a backend: the same
+-- artifacts (content-addressed: equal names are equal bytes), the same
+-- entries, the same attempts, the same graft checks and verdicts. The worker's `served` count says where each ran. A
 -- backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(26);
+SELECT plan(31);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -110,6 +110,20 @@ SELECT is(pg_temp.cancelled(format('SELECT * FROM kvg_graft_check(%L, array_fill
 RESET statement_timeout;
 SELECT ok(pg_temp.worker_idle(), 'and leaves neither of its sequences nor their KV reservations behind');
 
+-- kvg_import's recomputation: in the worker a capture that grafts nothing,
+-- its link naming the stored parent. A link of a chain verifies there as in
+-- a backend, and is recorded as verified.
+SELECT kvg_export(:'link_b') AS link_bytes \gset
+SET LOCAL kvg.engine = backend;
+SELECT pg_temp.served() AS s4 \gset
+SELECT is(kvg_import(:'link_bytes'), :'link_b', 'a backend verifies a chain''s link by recomputing it');
+SELECT is(pg_temp.served(), :s4::bigint, 'without the worker');
+SET LOCAL kvg.engine = worker;
+SELECT is(kvg_import(:'link_bytes'), :'link_b', 'so does the worker, the link continuing its stored parent');
+SELECT is(pg_temp.served(), :s4 + 1::bigint, 'where it ran');
+SELECT is((SELECT kv_proven FROM kvg.readable_audit WHERE operation = 'import' ORDER BY seq DESC LIMIT 1), true,
+          'and its audit row says the KV is proven');
+
 -- A fresh backend in worker mode prepares calls with the model loaded
 -- without its weights: after generating, capturing, graft checking,
 -- tokenizing and naming the model, its own memory map (/proc/self/maps)
@@ -121,11 +135,13 @@ SELECT dblink_exec('w', 'SET kvg.device = cpu; SET kvg.engine = worker') \g /dev
 SELECT dblink_exec('w', 'BEGIN') \g /dev/null
 SELECT * FROM dblink('w', $$SELECT kvg_generate('Once upon a time', 8),
                                   (SELECT exact FROM kvg_graft_check(kvg_capture('Lily had a red ball.'), ' She liked', 1)),
+                                  kvg_import(kvg_export(kvg_capture('Lily had a red ball.'))),
                                   kvg_tokenize('Lily'),
-                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c boolean, tk int[], f text) \g /dev/null
+                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c boolean, i text, tk int[], f text) \g /dev/null
 SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
                               AS t(mapped boolean)),
-          false, 'a backend in worker mode maps no model file, having generated, captured, graft checked and tokenized');
+          false, 'a backend in worker mode maps no model file, having generated, captured, graft checked, '
+                 'verified an import and tokenized');
 SELECT is((SELECT f FROM dblink('w', $$SELECT kvg_model_info()->>'fingerprint'$$) AS t(f text)),
           kvg_model_info()->>'fingerprint', 'and names the model by the fingerprint a backend that maps it computes');
 SELECT * FROM dblink('w', $$SELECT output FROM kvg_generate_positional(

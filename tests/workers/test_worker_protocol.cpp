@@ -77,6 +77,8 @@ GenerationRequest generation_request() {
   r.max_kv_is_share = true;
   r.continuations = 4;
   r.prompt_logits_from = 37;
+  r.capture_from = 12;
+  r.capture_parent = digest_of(9);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include "extension/src/artifacts/artifact_access.hpp"
 #include "extension/src/audit/audit.hpp"
 #include "extension/src/calls/engine_call.hpp"
+#include "extension/src/runs/recompute_run.hpp"
 #include "extension/src/artifacts/artifact_settings.hpp"
 #include "extension/src/pg/sql_raise.hpp"
 #include "extension/src/artifacts/lo_store.hpp"
@@ -42,7 +43,8 @@ std::optional<std::string> catalog_disagreement(const StoredArtifact& row, const
 // the input (kvg.max_import_bytes) before reading it,
 // validates the whole artifact (header rules, trailer, identity, finite KV),
 // and — with verify — recomputes its KV with the loaded model from its tokens
-// alone and refuses it unless the bytes are equal (docs/security.md). Stores
+// alone (in worker mode in the engine worker: recompute_run.hpp) and
+// refuses it unless the bytes are equal (docs/security.md). Stores
 // it once with its provenance, charged to the session user like every
 // artifact (kvg.storage_quota, 53400), and records the import in the audit
 // trail.
@@ -73,10 +75,7 @@ KVG_SQL_FUNCTION(kvg_import) {
   audit.kv_proven = false;
   Provenance provenance = Provenance::Unverified;
   if (verify) {
-    const EngineOptions options = current_engine_options();
-    const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
-    const Recomputed r =
-        recompute_artifact(current_model(ModelUse::Compute), options, art.header, open, kCheckInterrupts);
+    const Recomputed r = run_recompute(art.header, store);
     if (r.identity != art.identity)
       raise_sqlstate("22V05",
                      "the artifact's KV is not what the loaded model computes for its tokens (recomputed " +

@@ -88,7 +88,7 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
   progress.prefilled = [&prefilled](size_t, int64_t done, int64_t total) { prefilled(done, total); };
   progress.decoded = [&decoded, &options](size_t, int64_t n) { decoded(n, options.max_new_tokens); };
-  return run_from(chosen, engine_worker::generate(request, supply_from(call), progress), links);
+  return run_from(chosen, engine_worker::generate(request, supply_from(call.store), progress), links);
 }
 
 // run_generations_together's prompts handed to the worker as one call: its
@@ -125,7 +125,7 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
     tracker.decoded(decoded);
   };
   std::vector<engine_worker::WorkerGeneration> ran =
-      engine_worker::generate_together(requests, supply_from(call), progress);
+      engine_worker::generate_together(requests, supply_from(call.store), progress);
   std::vector<GenerationRun> runs;
   links.resize(n);
   for (size_t i = 0; i < n; ++i) runs.push_back(run_from(chosen[i], std::move(ran[i]), links[i]));

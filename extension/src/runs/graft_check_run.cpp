@@ -22,7 +22,8 @@ GraftCheckResult run_graft_check(EngineCall& call, const StoredPrefix& artifact,
       worker_request(call, prompt, ChosenPrefix{}, generation, max_kv, false),  // nothing grafted
   };
   for (const auto& side : sides) refuse_if_never_fits(*call.model, side);
-  const std::vector<engine_worker::WorkerGeneration> ran = engine_worker::generate_together(sides, supply_from(call));
+  const std::vector<engine_worker::WorkerGeneration> ran =
+      engine_worker::generate_together(sides, supply_from(call.store));
   const engine_worker::WorkerGeneration& graft = ran[0];
   const engine_worker::WorkerGeneration& recompute = ran[1];
   if (graft.done.grafted_tokens != artifact.end)

@@ -8,25 +8,25 @@
 
 namespace kvg::pg {
 
-engine_worker::GenerationRequest worker_request(EngineCall& call, std::span<const int32_t> prompt,
-                                                const ChosenPrefix& chosen, const GenerateOptions& options,
-                                                int64_t max_kv_bytes, bool kv_share) {
+engine_worker::GenerationRequest worker_request(const Model& model, const EngineOptions& engine, LoStore& store,
+                                                std::span<const int32_t> prompt, const ChosenPrefix& chosen,
+                                                const GenerateOptions& options, int64_t max_kv_bytes, bool kv_share) {
   if (options.on_token)
     throw Error(ErrorCode::Internal, "a generation that decides per token runs in its backend, not the worker");
   engine_worker::GenerationRequest request;
-  request.model_path = call.model->path();
-  request.model_fingerprint = call.model->fingerprint();
-  request.recipe = call.options.recipe.name();
-  request.device = call.options.device;
-  request.gpu_staging_bytes = call.options.gpu_staging_bytes;
+  request.model_path = model.path();
+  request.model_fingerprint = model.fingerprint();
+  request.recipe = engine.recipe.name();
+  request.device = engine.device;
+  request.gpu_staging_bytes = engine.gpu_staging_bytes;
   request.max_kv_bytes = max_kv_bytes;
-  request.context_limit = call.options.context_limit;
+  request.context_limit = engine.context_limit;
   request.max_kv_is_share = kv_share;
   request.prompt.assign(prompt.begin(), prompt.end());
   request.leaf = chosen.chain.leaf;
   request.chain_tokens = chosen.chain.end;
   if (request.leaf)
-    for (const StoredArtifact& row : call.store.chain(*request.leaf)) request.links.push_back({row.id, row.loid});
+    for (const StoredArtifact& row : store.chain(*request.leaf)) request.links.push_back({row.id, row.loid});
   request.max_new_tokens = options.max_new_tokens;
   request.temperature = options.sampling.temperature;
   request.top_k = options.sampling.top_k;
@@ -56,10 +56,10 @@ void refuse_if_never_fits(const Model& model, const engine_worker::GenerationReq
                    "A superuser may raise kvg.engine_kv_memory, or the call may ask for fewer tokens.");
 }
 
-engine_worker::Supply supply_from(EngineCall& call) {
-  return [&call](const std::vector<Digest>& ids) {
+engine_worker::Supply supply_from(LoStore& store) {
+  return [&store](const std::vector<Digest>& ids) {
     std::vector<std::pair<Digest, VerifiedBytes::Bytes>> artifacts;
-    for (const Digest& id : ids) artifacts.emplace_back(id, verified_artifact_bytes(call.store, id));
+    for (const Digest& id : ids) artifacts.emplace_back(id, verified_artifact_bytes(store, id));
     return artifacts;
   };
 }

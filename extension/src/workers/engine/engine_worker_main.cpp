@@ -87,6 +87,14 @@ void check_device(const GenerationRequest& r) {
     throw ProtocolError("names no device (" + std::to_string(int(r.device)) + ")");
 }
 
+// Links that start within the prompt, and a parent of their own only when
+// nothing is grafted, else the request is refused.
+void check_capture(const GenerationRequest& r) {
+  if (r.capture_from < 0 || r.capture_from > int64_t(r.prompt.size()))
+    throw ProtocolError("captures from position " + std::to_string(r.capture_from) + ", outside its prompt");
+  if (r.capture_parent && r.leaf) throw ProtocolError("names a parent for its links and a chain to graft");
+}
+
 // A request refused for what it asks, with the SQLSTATE its caller raises.
 struct Refusal {
   const char* sqlstate;
@@ -258,6 +266,7 @@ std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request
     try {
       s->asked = toc_segment::read_framed<GenerationRequest>(attached, kCallMagic, call_key(kRequestKey, i));
       check_device(s->asked);
+      check_capture(s->asked);
     } catch (const Error& e) {
       fail(*s, FailedReply::of(e));
     }
@@ -692,8 +701,8 @@ void Worker::queue_replies(Sequence& s) {
     s.outbox.push_back(reply_bytes(TokenReply{result.tokens[s.tokens_sent]}));
   if (!s.generation->finished()) return;
   // The links the caller stores, as store_segment_links() walks them.
-  std::optional<Digest> parent = s.asked.leaf;
-  int64_t from = s.done.grafted_tokens;
+  std::optional<Digest> parent = s.asked.capture_parent ? s.asked.capture_parent : s.asked.leaf;
+  int64_t from = std::max(s.done.grafted_tokens, s.asked.capture_from);
   for (const int64_t end : s.asked.capture_ends) {
     if (end <= from) continue;
     MemorySink artifact;

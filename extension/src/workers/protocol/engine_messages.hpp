@@ -80,6 +80,12 @@ struct GenerationRequest {
   // negative: none).
   int32_t continuations = 1;
   int64_t prompt_logits_from = -1;
+  // kvg_import's recomputation, which grafts nothing (no stored KV is
+  // read): the links start at capture_from, the first naming capture_parent
+  // (the stored chain the recomputed artifact continues) as its parent.
+  // Without them the links continue the grafted chain.
+  int64_t capture_from = 0;
+  std::optional<Sha256> capture_parent;
 
   template <class F>
   void fields(F& f) {
@@ -88,7 +94,7 @@ struct GenerationRequest {
     f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
     f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
-    f(continuations), f(prompt_logits_from);
+    f(continuations), f(prompt_logits_from), f(capture_from), f(capture_parent);
   }
 };
 
