@@ -40,6 +40,14 @@ void rerotate_keys(Session& session, int64_t from, int64_t n, int64_t delta) {
     }
 }
 
+void require_composition_fits(size_t blocks, int64_t start, int64_t n_tokens, int64_t window) {
+  if (start + n_tokens > window)
+    throw Error(ErrorCode::OutOfRange, "a positional composition of " + std::to_string(blocks) + " blocks holds " +
+                                           std::to_string(n_tokens) + " tokens" +
+                                           (start > 0 ? " after the context's " + std::to_string(start) : std::string()) +
+                                           ", more than the window of " + std::to_string(window) + " positions");
+}
+
 PositionalComposition graft_positional(Session& session, std::span<const Digest> leaves, const ArtifactOpener& open,
                                        const ProgressCheck& check) {
   if (leaves.size() < 2)
@@ -62,18 +70,14 @@ PositionalComposition graft_positional(Session& session, std::span<const Digest>
     out.n_tokens += n;
     longest = std::max(longest, n);
   }
-  if (start + out.n_tokens > session.max_context())
-    throw Error(ErrorCode::OutOfRange,
-                "a positional composition of " + std::to_string(leaves.size()) + " blocks holds " +
-                    std::to_string(out.n_tokens) + " tokens" +
-                    (start > 0 ? " after the context's " + std::to_string(start) : std::string()) +
-                    ", more than the window of " + std::to_string(session.max_context()) + " positions");
+  require_composition_fits(leaves.size(), start, out.n_tokens, session.max_context());
 
   // Each block is grafted — and so verified link by link — into a scratch
   // context at its own positions, then moved to where it is placed.
   EngineOptions scratch_options = session.options();
   scratch_options.device = Device::Cpu;
   scratch_options.threads = 1;
+  scratch_options.pool.reset();  // the session's shared pool (the engine worker's) has its own size
   scratch_options.max_context = longest;
   Session scratch(session.shared_model(), scratch_options);
   KvCache& kv = session.kv_cache();

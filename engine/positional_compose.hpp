@@ -46,6 +46,11 @@ struct PositionalComposition {
 PositionalComposition graft_positional(Session& session, std::span<const Digest> leaves, const ArtifactOpener& open,
                                        const ProgressCheck& check = {});
 
+// Refuses (OutOfRange) `blocks` blocks holding `n_tokens` placed from
+// position `start` past a window of `window` positions: graft_positional's
+// check, for a caller that composes elsewhere (the engine worker).
+void require_composition_fits(size_t blocks, int64_t start, int64_t n_tokens, int64_t window);
+
 // Rotates the K rows of positions [from, from + n) of every layer by `delta`
 // positions with the recipe's rotary table, then rounds them to the session's
 // KV storage (engine/kv_storage.hpp; nothing under f32): what

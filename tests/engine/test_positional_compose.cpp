@@ -149,6 +149,27 @@ TEST_F(Positional, IsNotTheExactChain) {
   EXPECT_NE(positional, exact) << "the second block never attended to the first: it cannot be exact";
 }
 
+// A session on a shared pool (the engine worker's) composes the same KV:
+// the scratch context that verifies each block runs on its own thread.
+TEST_F(Positional, ASessionOnASharedPoolComposesTheSameKv) {
+  const Digest a = block("Lily had a red ball. She played with her red ball every day.");
+  const Digest b = block("Ben went to the beach with his mom. Ben found a shell.");
+  const Digest both[] = {a, b};
+  EngineOptions pooled;
+  pooled.threads = 2;
+  pooled.pool = std::make_shared<ThreadPool>(2);
+  Session on_pool(model_, pooled), alone(model_, EngineOptions{});
+  graft_positional(on_pool, both, store_.opener());
+  graft_positional(alone, both, store_.opener());
+  ASSERT_EQ(on_pool.tokens(), alone.tokens());
+  const int floats = on_pool.kv_cache().row_floats();
+  for (int l = 0; l < on_pool.kv_cache().n_layer(); ++l)
+    for (int64_t p = 0; p < on_pool.n_past(); ++p) {
+      ASSERT_TRUE(same_rows(on_pool.kv_cache().k(l, p), alone.kv_cache().k(l, p), floats)) << l << " " << p;
+      ASSERT_TRUE(same_rows(on_pool.kv_cache().v(l, p), alone.kv_cache().v(l, p), floats)) << l << " " << p;
+    }
+}
+
 TEST_F(Positional, RefusesOneBlockAndLeavesTheContextAlone) {
   const Digest a = block("Zoe had a pink dress.");
   Session s(model_, EngineOptions{});

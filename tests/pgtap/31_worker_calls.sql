@@ -1,11 +1,12 @@
 -- In worker mode the calls that compute KV to store (kvg_capture, kvg_learn),
--- kvg_solve's attempts, kvg_graft_check and kvg_import's recomputation run
--- in the engine worker, with the same bytes as in a backend: the same
--- artifacts (content-addressed: equal names are equal bytes), the same
--- entries, the same attempts, the same graft checks and verdicts. The worker's `served` count says where each ran. A
+-- kvg_solve's attempts, kvg_graft_check, kvg_import's recomputation and
+-- kvg_generate_positional run in the engine worker, with the same bytes as
+-- in a backend: the same artifacts (content-addressed: equal names are
+-- equal bytes), the same entries, the same attempts, the same graft checks
+-- and verdicts, the same compositions. The worker's `served` count says where each ran. A
 -- backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(31);
+SELECT plan(34);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -124,11 +125,26 @@ SELECT is(pg_temp.served(), :s4 + 1::bigint, 'where it ran');
 SELECT is((SELECT kv_proven FROM kvg.readable_audit WHERE operation = 'import' ORDER BY seq DESC LIMIT 1), true,
           'and its audit row says the KV is proven');
 
+-- A positional composition: the worker places the blocks in the sequence's
+-- own cache, their keys turned as a backend turns them; the same output.
+SET LOCAL kvg.engine = backend;
+SELECT pg_temp.served() AS s5 \gset
+SELECT row(p.output, p.exact, p.tokens_composed, p.tokens_prefilled, p.tokens_decoded)::text AS positional_b
+  FROM kvg_generate_positional(ARRAY[:'root_b', :'link_b'], ' Then Lily', 12) p \gset
+SET LOCAL kvg.engine = worker;
+SELECT is((SELECT row(p.output, p.exact, p.tokens_composed, p.tokens_prefilled, p.tokens_decoded)::text
+             FROM kvg_generate_positional(ARRAY[:'root_b', :'link_b'], ' Then Lily', 12) p),
+          :'positional_b', 'a positional composition in the worker decodes a backend''s output, exact = false');
+SELECT is(pg_temp.served(), :s5 + 1::bigint, 'and it ran there');
+SELECT throws_ok(format('SELECT * FROM kvg_generate_positional(ARRAY[%L, %L], %L, 4)', :'root_b', :'link_b',
+                        repeat(' and then', 3000)), '54000', NULL,
+                 'a composition and prompt past the context are refused in worker mode as in a backend');
+
 -- A fresh backend in worker mode prepares calls with the model loaded
 -- without its weights: after generating, capturing, graft checking,
--- tokenizing and naming the model, its own memory map (/proc/self/maps)
--- has no model file in it. kvg_generate_positional computes in its backend
--- in either mode: then it does.
+-- verifying an import, composing positionally, tokenizing and naming the
+-- model, its own memory map (/proc/self/maps) has no model file in it.
+-- Switched to backend mode, it maps the model to generate: then it does.
 SELECT pg_temp.connect('w') \g /dev/null
 SELECT dblink_exec('w', format('SET kvg.model = %L', :'small')) \g /dev/null
 SELECT dblink_exec('w', 'SET kvg.device = cpu; SET kvg.engine = worker') \g /dev/null
@@ -136,20 +152,23 @@ SELECT dblink_exec('w', 'BEGIN') \g /dev/null
 SELECT * FROM dblink('w', $$SELECT kvg_generate('Once upon a time', 8),
                                   (SELECT exact FROM kvg_graft_check(kvg_capture('Lily had a red ball.'), ' She liked', 1)),
                                   kvg_import(kvg_export(kvg_capture('Lily had a red ball.'))),
+                                  (SELECT output FROM kvg_generate_positional(
+                                     ARRAY[kvg_capture('Lily had a red ball.'), kvg_capture('Tom had a blue kite.')],
+                                     ' They', 2)),
                                   kvg_tokenize('Lily'),
-                                  kvg_model_info()->>'fingerprint'$$) AS t(g text, c boolean, i text, tk int[], f text) \g /dev/null
+                                  kvg_model_info()->>'fingerprint'$$)
+  AS t(g text, c boolean, i text, p text, tk int[], f text) \g /dev/null
 SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
                               AS t(mapped boolean)),
           false, 'a backend in worker mode maps no model file, having generated, captured, graft checked, '
-                 'verified an import and tokenized');
+                 'verified an import, composed positionally and tokenized');
 SELECT is((SELECT f FROM dblink('w', $$SELECT kvg_model_info()->>'fingerprint'$$) AS t(f text)),
           kvg_model_info()->>'fingerprint', 'and names the model by the fingerprint a backend that maps it computes');
-SELECT * FROM dblink('w', $$SELECT output FROM kvg_generate_positional(
-                                ARRAY[kvg_capture('Lily had a red ball.'), kvg_capture('Tom had a blue kite.')], ' They', 2)$$)
-  AS t(output text) \g /dev/null
+SELECT dblink_exec('w', 'SET kvg.engine = backend') \g /dev/null
+SELECT * FROM dblink('w', $$SELECT kvg_generate('Once upon a time', 2)$$) AS t(g text) \g /dev/null
 SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L), %L) > 0', '/proc/self/maps', :'small'))
                               AS t(mapped boolean)),
-          true, 'kvg_generate_positional, which computes in its backend, maps it there');
+          true, 'switched to backend mode, it maps the model to generate, and the check sees it');
 SELECT dblink_exec('w', 'ROLLBACK') \g /dev/null
 SELECT dblink_disconnect('w') \g /dev/null
 

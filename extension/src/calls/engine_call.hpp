@@ -35,9 +35,9 @@ extern const ProgressCheck kCheckInterrupts;
 ModelUse generations_use();
 
 struct EngineCall {
-  // `use`: Compute for a call that computes in this backend in either mode
-  // (kvg_generate_positional).
-  explicit EngineCall(ModelUse use = generations_use()) : model(current_model(use)) {}
+  // In worker mode every call's engine work runs in the engine worker
+  // (extension/src/runs/): the model here is loaded without its weights.
+  EngineCall() : model(current_model(generations_use())) {}
 
   // First, before the model loads: a standby that cannot reach the primary
   // to record the call's audit row refuses before any work (audit.hpp).

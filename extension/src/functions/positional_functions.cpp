@@ -12,10 +12,10 @@
 #include "engine/generate.hpp"
 #include "engine/output_text.hpp"
 #include "engine/positional_compose.hpp"
-#include "engine/prompt.hpp"
 #include "extension/src/artifacts/artifact_access.hpp"
 #include "extension/src/audit/audit.hpp"
 #include "extension/src/calls/engine_call.hpp"
+#include "extension/src/runs/positional_run.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
 #include "extension/src/model/model_settings.hpp"
 #include "extension/src/spi/sql_values.hpp"
@@ -70,23 +70,15 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   const int32 max_tokens = PG_GETARG_INT32(2);
   check_max_tokens(max_tokens);
 
-  EngineCall call(ModelUse::Compute);  // it composes and decodes here, in either mode
+  EngineCall call;  // in worker mode the worker composes and decodes
   for (const Digest& block : blocks) require_readable(call.spi, block);
   const std::string text = prompt_text_arg(fcinfo, 1, *call.model, "prompt");
-  Session session(call.model, call.options);
-  const auto began = std::chrono::steady_clock::now();
-  const PositionalComposition composition = graft_positional(session, blocks, call.open, kCheckInterrupts);
-  const int64_t compose_us = micros_since(began);
-  const std::vector<int32_t> prompt = prompt_after_chain(*call.model, session.tokens(), text, kCheckInterrupts,
-                                                                 settings::max_context());
   GenerateOptions options;
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
-  const auto rest = std::span<const int32_t>(prompt).subspan(size_t(session.n_past()));
-  if (rest.empty())
-    throw Error(ErrorCode::InvalidArgument, "prompt must not be empty: it is evaluated after the artifacts");
-  const GenerateResult result = generate(session, rest, options);
+  const PositionalRun run = run_positional(call, blocks, text, options);
+  const GenerateResult& result = run.result;
   const std::string output = call.model->tokenizer().decode(result.tokens);
 
   // Which blocks, in which order, and the prompt: one line each.
@@ -99,18 +91,19 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   audit.input_sha256 = text_sha256(input);
   audit.artifact_sha256 = to_hex(blocks.back());
   audit.set_output(output);
-  audit.tokens_in = int32_t(prompt.size());
+  audit.tokens_in = int32_t(run.prompt.size());
   audit.tokens_out = int32_t(result.tokens.size());
-  audit.tokens_grafted = int32_t(composition.n_tokens);
-  audit.graft_us = compose_us;
+  audit.tokens_grafted = int32_t(run.composed);
+  audit.graft_us = run.compose_micros;
   audit.prefill_us = to_micros(result.prefill_seconds);
   audit.decode_us = to_micros(result.decode_seconds);
   // NULL only on a hot standby allowed to answer unaudited (docs/scale-out.md).
   const std::optional<int64_t> audit_id = audit_append(call.spi, audit);
 
   return_rows(fcinfo, {{text_result(output_text(output)), BoolGetDatum(PositionalComposition::exact),
-                        Int32GetDatum(int32_t(composition.n_tokens)), Int32GetDatum(int32_t(rest.size())),
-                        Int32GetDatum(int32_t(result.tokens.size())), Float8GetDatum(double(compose_us) / 1e3),
+                        Int32GetDatum(int32_t(run.composed)),
+                        Int32GetDatum(int32_t(int64_t(run.prompt.size()) - run.composed)),
+                        Int32GetDatum(int32_t(result.tokens.size())), Float8GetDatum(double(run.compose_micros) / 1e3),
                         Float8GetDatum((result.prefill_seconds + result.decode_seconds) * 1e3),
                         audit_id ? ResultValue(Int64GetDatum(*audit_id)) : std::nullopt}});
   return Datum(0);

@@ -30,6 +30,7 @@
 #include "engine/graft.hpp"
 #include "engine/mapped_kv.hpp"
 #include "engine/mapped_kv_files.hpp"
+#include "engine/positional_compose.hpp"
 #include "engine/session.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/artifacts/disk_headroom.hpp"
@@ -93,6 +94,7 @@ void check_capture(const GenerationRequest& r) {
   if (r.capture_from < 0 || r.capture_from > int64_t(r.prompt.size()))
     throw ProtocolError("captures from position " + std::to_string(r.capture_from) + ", outside its prompt");
   if (r.capture_parent && r.leaf) throw ProtocolError("names a parent for its links and a chain to graft");
+  if (!r.positional_blocks.empty() && r.leaf) throw ProtocolError("names blocks to compose and a chain to graft");
 }
 
 // A request refused for what it asks, with the SQLSTATE its caller raises.
@@ -308,6 +310,16 @@ std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
   return model;
 }
 
+// The request's positional blocks placed in `session` (empty): the
+// positions they fill. The prompt must begin with their tokens.
+int64_t compose_positionally(Session& session, const GenerationRequest& r, const ArtifactOpener& open) {
+  const int64_t n = graft_positional(session, r.positional_blocks, open).n_tokens;
+  const std::vector<int32_t>& composed = session.tokens();
+  if (composed.size() > r.prompt.size() || !std::equal(composed.begin(), composed.end(), r.prompt.begin()))
+    throw Error(ErrorCode::TokenMismatch, "the prompt does not begin with the composed blocks' tokens");
+  return n;
+}
+
 // The session of a claimed request, its graft, its generation, and the KV it
 // may take; "" when started, else why it cannot start yet (no room).
 std::string Worker::start(Sequence& s) {
@@ -331,7 +343,7 @@ std::string Worker::start(Sequence& s) {
   const int64_t need = session->kv_cache().bytes_for(session->max_context());
   if (need > kv_memory_bytes()) throw Refusal{"53200", never_fits_message(need)};
   if (kv_in_use_ + need > kv_memory_bytes()) return "kvg.engine_kv_memory";
-  if (r.leaf) {
+  if (r.leaf || !r.positional_blocks.empty()) {
     std::vector<Digest> missing;
     for (const auto& link : r.links) {
       if (s.held.count(link.id)) continue;
@@ -357,8 +369,10 @@ std::string Worker::start(Sequence& s) {
       return std::make_unique<VerifiedBytes>(VerifiedBytes::vouched(it->second, id));
     };
     // graft() checks every link again: its hash, model, recipe, positions
-    // and that the prompt begins with its tokens.
-    s.done.grafted_tokens = graft(*session, *r.leaf, open, std::span<const int32_t>(r.prompt)).n_tokens;
+    // and that the prompt begins with its tokens; graft_positional() each
+    // block's links, and compose_positionally() the prompt.
+    s.done.grafted_tokens = r.leaf ? graft(*session, *r.leaf, open, std::span<const int32_t>(r.prompt)).n_tokens
+                                   : compose_positionally(*session, r, open);
     s.done.graft_micros =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - began).count();
   }

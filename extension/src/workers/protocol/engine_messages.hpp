@@ -86,6 +86,12 @@ struct GenerationRequest {
   // Without them the links continue the grafted chain.
   int64_t capture_from = 0;
   std::optional<Sha256> capture_parent;
+  // kvg_generate_positional: these chains (each from position 0) placed one
+  // after another, their keys turned to where they are placed
+  // (engine/positional_compose.hpp), instead of a chain grafted (`leaf` is
+  // then none); `links` holds every block's links, and the prompt begins
+  // with the blocks' tokens.
+  std::vector<Sha256> positional_blocks;
 
   template <class F>
   void fields(F& f) {
@@ -94,7 +100,7 @@ struct GenerationRequest {
     f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
     f(prefill_chunk), f(answer_line), f(capture_ends), f(max_kv_is_share), f(role);
-    f(continuations), f(prompt_logits_from), f(capture_from), f(capture_parent);
+    f(continuations), f(prompt_logits_from), f(capture_from), f(capture_parent), f(positional_blocks);
   }
 };
 
