@@ -57,10 +57,17 @@ struct VnniDot {
 // lanes kept apart: lanes 0-7 block b, 8-15 block b + 1), so one transposing
 // tree sums 16 row blocks, and the eight rows' block scales come in by one
 // gather per block. The float steps are decode_rows8's, block b then b + 1.
-inline __m512i sum_lanes8x2(const __m512i v[8]) {
-  __m512i pair[4], quad[2];
-  for (int i = 0; i < 4; ++i)
-    pair[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+// Rows r and r + 1's lanes summed in pairs: each 128-bit chunk k holds
+// [r's 4k..4k+1, r+1's 4k..4k+1, r's 4k+2..4k+3, r+1's 4k+2..4k+3] summed.
+__attribute__((always_inline)) inline __m512i sum_pair(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+// Taking the eight rows' lanes as values, not an array: so they stay in
+// registers (an array of eight zmm went through the stack every block).
+__attribute__((always_inline)) inline __m512i sum_lanes8x2(__m512i v0, __m512i v1, __m512i v2, __m512i v3,
+                                                            __m512i v4, __m512i v5, __m512i v6, __m512i v7) {
+  const __m512i pair[4] = {sum_pair(v0, v1), sum_pair(v2, v3), sum_pair(v4, v5), sum_pair(v6, v7)};
+  __m512i quad[2];
   for (int i = 0; i < 2; ++i)  // 128-bit chunk k of quad[i]: rows 4i..4i+3, sums of lanes 4k..4k+3
     quad[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(pair[2 * i], pair[2 * i + 1]),
                                _mm512_unpackhi_epi64(pair[2 * i], pair[2 * i + 1]));
@@ -96,18 +103,17 @@ void q8_0_decode_rows8(const WeightMatrix& w, const Q8Activations& a, int64_t r0
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
       const __m512i qv = _mm512_loadu_si512(q + 32 * b);
-      __m512i lanes[8];
-#pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) {
+      const auto lane = [&](int r) {  // row r's two blocks times q, + 128 * Σ q
         const uint8_t* block = rows[r] + b * 34;
         prefetch_next_group(block, w.row_bytes, 8, 68);  // both blocks' bytes
         const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load32(block + 2)), load32(block + 36), 1);
-        lanes[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, flip), qv);  // + 128 * Σ q
-      }
+        return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v, flip), qv);
+      };
       const int32_t s0 = VnniDot::kS8Bias * (sums16[2 * b] + sums16[2 * b + 1]);
       const int32_t s1 = VnniDot::kS8Bias * (sums16[2 * b + 2] + sums16[2 * b + 3]);
-      const __m512i i1 = _mm512_sub_epi32(
-          sum_lanes8x2(lanes), _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(s0)), _mm256_set1_epi32(s1), 1));
+      const __m512i i1 =
+          _mm512_sub_epi32(sum_lanes8x2(lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)),
+                           _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(s0)), _mm256_set1_epi32(s1), 1));
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_castsi512_si256(i1)),
                             _mm256_mul_ps(q8_0_scales(rows[0], offsets_v, b), _mm256_set1_ps(dx[b])), acc);
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(i1, 1)),
