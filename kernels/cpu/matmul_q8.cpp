@@ -58,6 +58,12 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
     throw Error(ErrorCode::InvalidArgument, std::string("matmul_q8: a ") + weight_type_name(w.type) + " matrix of " +
                                                 std::to_string(w.cols) + " columns is not whole blocks of " +
                                                 std::to_string(block));
+  const Kernel kernel = kernel_for(isa);
+  if (kernel.row_pairs && detail::q8_split_pairs(w.type, n_tokens)) {
+    const int64_t first = 2 * detail::kQ8PairLanes;
+    matmul_q8(w, x, x_stride, first, y, y_stride, pool, isa);
+    return matmul_q8(w, x + first * x_stride, x_stride, n_tokens - first, y + first * y_stride, y_stride, pool, isa);
+  }
   // Quantized once per call, shared by every task (thread_local: the
   // calling thread's buffers, reused across calls; the tasks see them by
   // these references, a thread_local named inside a task would be the worker's own).
@@ -66,7 +72,6 @@ void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t 
   Q8Activations& acts = acts_buffer;
   Q8Panels& panels = panels_buffer;
   quantize_activations(x, x_stride, n_tokens, w.cols, block, pool, acts);
-  const Kernel kernel = kernel_for(isa);
   panels.lanes = 0;
   if (kernel.row_pairs && detail::q8_pair_path(w.type, n_tokens))
     build_q8_panels(acts, detail::kQ8PairLanes, 0, panels);

@@ -63,6 +63,20 @@ inline bool q8_pair_path(WeightType t, int64_t n_tokens) {
   return t == WeightType::Q8_0 && n_tokens >= 2 && n_tokens <= 2 * kQ8PairLanes;
 }
 
+// Just past 16 tokens (an engine worker's pass of 16 decode rows that a
+// few prompt tokens joined) the row-pair kernel on the first 16 and the
+// few-token kernels on the rest beat 16-lane panels over all of them, whose
+// second panel is mostly empty; from 25 tokens on the panels win. Measured
+// (2026-12-04, 2 threads, 1.1B Q8_0, `kvg bench -b N`, decode tok/s, panels
+// against split, alternated): 17: 135 / 154, 144 / 137; 20: 130 / 153,
+// 141 / 142; 24: 147 / 169, 150 / 177; 27: 203 / 181, 192 / 193; 32: 227 /
+// 198, 214 / 203; again for 17..24: 17: 150 / 180, 140 / 174; 20: 144 /
+// 163, 145 / 180; 24: 183 / 177, 175 / 182. Every token's product is the same bits in any kernel and
+// beside any other tokens (tests/kernels), so the split changes no result.
+inline bool q8_split_pairs(WeightType t, int64_t n_tokens) {
+  return t == WeightType::Q8_0 && n_tokens > 2 * kQ8PairLanes && n_tokens <= 3 * kQ8PairLanes;
+}
+
 // Formats whose integers are never negative (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K):
 // the SIMD kernels multiply them as unsigned bytes with the signed q
 // directly, so their token panels hold q itself (no offset to remove).

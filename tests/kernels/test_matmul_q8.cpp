@@ -315,9 +315,11 @@ TEST(MatmulQ8, EveryIsaMatchesScalarForEveryFormatShapeAndThreadCount) {
   // Token counts on both sides of every few-token threshold
   // (q8_decode_max_tokens) and of the panel widths; rows not multiples of 4
   // or 8; for 32-blocks also odd block counts (kernels that take blocks in pairs).
-  // Q8_0's row-pair kernel (AVX-512) takes 2..16 tokens in one or two 8-lane panels.
+  // Q8_0's row-pair kernel (AVX-512) takes 2..16 tokens in one or two 8-lane panels,
+  // and the first 16 of 17..24 (q8_split_pairs; 25 is panels again).
   const std::vector<Shape> shapes = {{37, 256, 1}, {19, 512, 3},  {21, 512, 6},   {64, 256, 8},  {9, 256, 9},
-                                     {13, 512, 16}, {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2}};
+                                     {13, 512, 16}, {5, 2304, 17}, {45, 512, 70}, {3, 2048, 2},
+                                     {11, 256, 18}, {9, 256, 24}, {7, 256, 25}};
   const std::vector<Shape> odd_blocks = {{13, 96, 1}, {6, 160, 2}, {10, 160, 5}, {7, 96, 12}, {5, 160, 16}, {11, 224, 20}};
   for (WeightType type : kQ8Formats)
     for (const std::vector<Shape>& list : {shapes, weight_block_elements(type) == 32 ? odd_blocks : std::vector<Shape>{}})
