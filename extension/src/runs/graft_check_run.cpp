@@ -15,7 +15,11 @@ GraftCheckResult run_graft_check(EngineCall& call, const StoredPrefix& artifact,
   if (!engine_worker::in_use())
     return graft_check(call.model, call.options, *artifact.leaf, call.open, prompt, options, kCheckInterrupts);
   require_positions_to_compare(artifact.end, prompt.size());
-  const GenerateOptions generation = graft_check_generation(options, artifact.end);
+  GenerateOptions generation = graft_check_generation(options, artifact.end);
+  // Chunked in the worker whatever kvg.engine_pass_tokens says (0: no
+  // bound): a chunk's logits rows are held there until its caller reads
+  // them, and the worker's memory is everyone's. Chunks change no bit.
+  generation.prefill_chunk = kPrefillChunk;
   const int64_t max_kv = call.options.max_kv_bytes;
   std::vector<engine_worker::GenerationRequest> sides = {
       worker_request(call, prompt, exactly(call, artifact), generation, max_kv, false),
