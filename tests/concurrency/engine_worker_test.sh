@@ -39,7 +39,11 @@
 #     file at their kvg.model is replaced 40 times by mv (two models in
 #     turn): no call fails (the worker keeps the file each backend mapped);
 #     then it is cut short in place: the calls that fail say 22023 or 58030,
-#     as in backend mode, never XX001;
+#     as in backend mode, never XX001; and a call queued while the worker
+#     is stopped, whose backend's model (a file the worker never saw) is
+#     renamed over before the worker claims it: the worker computes with the
+#     backend's file (opened through the backend's descriptor), the bytes of
+#     backend mode with that model, and a new call gets the new file;
 # 11. flat memory: 20,000 calls after a warm-up grow the worker's anonymous
 #     memory by at most 1 MB (each call's queue handles are freed);
 # 12. a stopped worker (SIGSTOP): a call that waits for it fails with 57V02
@@ -420,6 +424,38 @@ model_swaps() {
 }
 check "a model replaced by mv under load fails no call in the worker; one cut short in place fails calls with 22023/58030" \
   model_swaps
+
+# A call's backend loads its model (a file the worker never saw) and queues
+# the call while the worker is stopped; another model is renamed over the
+# path before the worker, continued, claims the call: the file at the path
+# is not the caller's any more.
+renamed_before_the_worker_saw_it() {
+  local held=$dir/held.gguf other gen want got fresh theirs pid
+  other=$(dirname "$model")/stories260K.gguf
+  gen="SELECT encode(kvg_generate_bytes('Once upon a time', 8), 'hex')"
+  cp "$model" "$dir/held.next" && chmod 644 "$dir/held.next" && mv "$dir/held.next" "$held" || return 1
+  want=$(sql backend "$gen")
+  theirs=$(sql backend "$gen" "$other")
+  pid=$(worker_field pid)
+  kill -STOP "$pid" && echo "$pid" >"$dir/stopped"
+  ( PGAPPNAME=kvg_held sql worker "$gen" "$held" >"$dir/held.out" 2>&1 ) &
+  for _ in $(seq 1 100); do  # until its backend waits for the worker
+    [ "$(psql -X -At -d "$db" -c "SELECT count(*) FROM pg_stat_activity
+           WHERE application_name = 'kvg_held' AND wait_event_type = 'Extension'")" = 1 ] && break
+    sleep 0.05
+  done
+  cp "$other" "$dir/held.next" && chmod 644 "$dir/held.next" && mv "$dir/held.next" "$held"
+  kill -CONT "$pid" && rm -f "$dir/stopped"
+  wait $!
+  got=$(cat "$dir/held.out")
+  fresh=$(sql worker "$gen" "$held" 2>&1)
+  echo "# a call's model renamed over before the worker saw it: the call equal to backend mode with its file:" \
+    "$([ "$got" = "$want" ] && echo yes || echo "no ($got)");" \
+    "a new call's equal to the new file's: $([ "$fresh" = "$theirs" ] && echo yes || echo "no ($fresh)")"
+  [ -n "$want" ] && [ "$got" = "$want" ] && [ "$fresh" = "$theirs" ] && [ "$want" != "$theirs" ]
+}
+check "a call's model renamed over before the worker saw it: the worker computes with its backend's file" \
+  renamed_before_the_worker_saw_it
 
 # The worker's anonymous memory (RssAnon, kB) now.
 worker_rss_kb() { awk '/^RssAnon:/ { print $2 }' "/proc/$(worker_field pid)/status"; }

@@ -54,6 +54,7 @@ GenerationRequest generation_request() {
   GenerationRequest r;
   r.model_path = "/models/tiny llama \xC3\xA9.gguf";
   r.model_fingerprint = digest_of(1);
+  r.model_file = {uint64_t(1) << 40, 12345678901, int64_t(7) << 30, 1733300000123456789, 17};
   r.recipe = "q8-portable-v1+kv-i8";
   r.device = Device(2);
   r.gpu_staging_bytes = uint64_t(3) << 33;
@@ -146,6 +147,11 @@ TEST(WorkerProtocol, AGenerationRequestKeepsEveryValue) {
   const GenerationRequest got = decode<GenerationRequest>(encode(sent));
   EXPECT_EQ(got.model_path, sent.model_path);
   EXPECT_EQ(got.model_fingerprint, sent.model_fingerprint);
+  EXPECT_EQ(got.model_file.device, sent.model_file.device);
+  EXPECT_EQ(got.model_file.inode, sent.model_file.inode);
+  EXPECT_EQ(got.model_file.size, sent.model_file.size);
+  EXPECT_EQ(got.model_file.mtime_ns, sent.model_file.mtime_ns);
+  EXPECT_EQ(got.model_file.fd, 17);
   EXPECT_EQ(got.recipe, sent.recipe);
   EXPECT_EQ(int(got.device), 2);
   EXPECT_EQ(got.gpu_staging_bytes, sent.gpu_staging_bytes);

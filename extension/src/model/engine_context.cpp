@@ -11,12 +11,12 @@ namespace kvg::pg {
 namespace {
 
 using model_fingerprints::FileIdentity;
+using model_fingerprints::HeldModel;
 using model_fingerprints::identify;
 
 struct LoadedModel {
   std::string path;
-  FileIdentity identity;
-  std::shared_ptr<const Model> model;
+  HeldModel held;
 };
 
 LoadedModel loaded;  // one per backend
@@ -30,14 +30,20 @@ std::shared_ptr<const Model> current_model(ModelUse use) {
                 "kvg.model is not set: a superuser must set it to the path of a GGUF model file "
                 "(SET kvg.model = '/path/model.gguf', or in postgresql.conf)");
   const FileIdentity identity = identify(path);
+  const std::shared_ptr<const Model>& model = loaded.held.model;
   // A mapping cut under an earlier call holds zeros now: map the file again
   // even if it was restored to the same size and time.
-  if (!loaded.model || loaded.path != path || !(loaded.identity == identity) || !loaded.model->weights_intact() ||
-      (use == ModelUse::Compute && !loaded.model->has_weights())) {
+  if (!model || loaded.path != path || !(loaded.held.file == identity) || !model->weights_intact() ||
+      (use == ModelUse::Compute && !model->has_weights())) {
     loaded = {};  // drop the old mapping before mapping the new file
-    loaded = {path, identity, model_fingerprints::load_setting(path, identity, use)};
+    loaded = {path, model_fingerprints::load_held(path, use)};
   }
-  return loaded.model;
+  return loaded.held.model;
+}
+
+std::optional<HeldModelFile> held_file_of(const Model& model) {
+  if (loaded.held.model.get() != &model || loaded.held.held->fd() < 0) return std::nullopt;
+  return HeldModelFile{loaded.held.file, loaded.held.held->fd()};
 }
 
 EngineOptions current_engine_options() {

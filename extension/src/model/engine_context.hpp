@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "engine/device.hpp"
 #include "engine/session.hpp"
@@ -22,6 +23,17 @@ using model_fingerprints::ModelUse;
 // whose calls compute in the engine worker maps no model file; one already
 // loaded with them serves both uses (a Compute call ran in this backend).
 std::shared_ptr<const Model> current_model(ModelUse use);
+
+// The file `model` (current_model's) was loaded from, and the descriptor
+// this backend holds it open by for as long as it keeps the model: a call
+// the engine worker serves is computed with that file, also once another
+// was renamed over kvg.model's path (the worker opens it through
+// /proc/<this backend>/fd/<fd>). Nothing for another model.
+struct HeldModelFile {
+  model_fingerprints::FileIdentity file;
+  int fd;
+};
+std::optional<HeldModelFile> held_file_of(const Model& model);
 
 // EngineOptions from kvg.threads and kvg.device.
 EngineOptions current_engine_options();

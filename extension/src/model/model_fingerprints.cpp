@@ -127,4 +127,25 @@ std::shared_ptr<const Model> load_setting(const std::string& path, const FileIde
   }
 }
 
+HeldModel load_held(const std::string& path, ModelUse use) {
+  constexpr int kLoads = 3;
+  for (int i = 0; i < kLoads; ++i) {
+    const FileIdentity file = identify(path);
+    auto held = std::make_shared<HeldFile>(path, file);
+    auto model = load_setting(path, file, use);
+    if (held->unchanged() && identify(path) == file) return {file, std::move(model), std::move(held)};
+  }
+  throw Error(ErrorCode::ModelMismatch, "kvg.model '" + path + "' was replaced by another file during each of " +
+                                            std::to_string(kLoads) + " loads: call again");
+}
+
+std::optional<HeldModel> load_held_by(pid_t pid, int fd, const FileIdentity& file, ModelUse use) {
+  if (pid <= 0 || fd < 0) return std::nullopt;
+  auto held = std::make_shared<HeldFile>("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd), file);
+  if (!held->unchanged()) return std::nullopt;
+  // Loaded through the descriptor held here: the holder may close its own.
+  auto model = load_setting("/proc/self/fd/" + std::to_string(held->fd()), file, use);
+  return HeldModel{file, std::move(model), std::move(held)};
+}
+
 }  // namespace kvg::pg::model_fingerprints

@@ -40,6 +40,9 @@ class HeldFile {
   // Whether the file held has kept the identity it was opened with (its
   // size and modification time: not cut short or rewritten in place).
   bool unchanged() const;
+  // The descriptor it is held by (-1: none); the engine worker opens the
+  // same file through /proc/<pid>/fd/<fd> of the backend holding it.
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
@@ -67,5 +70,27 @@ std::shared_ptr<const Model> load(const std::string& path, const FileIdentity& f
 // model are a wrong setting (22023: InvalidArgument naming the file), not a
 // damaged artifact. Backends and the engine worker load with it alike.
 std::shared_ptr<const Model> load_setting(const std::string& path, const FileIdentity& file, ModelUse use);
+
+// A model with the file it was loaded from, held open for as long as it is
+// kept: a backend's (whose calls the engine worker may serve from that very
+// file after another was renamed over the path) or the worker's own.
+struct HeldModel {
+  FileIdentity file;
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<HeldFile> held;
+};
+
+// load_setting() of the file at `path`, held open from before the load and
+// still at the path after it: so the bytes loaded are the file identified,
+// and the fingerprint remembered for its identity is theirs (a file renamed
+// over the path meanwhile is loaded again; three times: ModelMismatch,
+// "call again").
+HeldModel load_held(const std::string& path, ModelUse use);
+
+// The file identified as `file` that the process `pid` (a backend of this
+// server) holds open as descriptor `fd`, opened through /proc/<pid>/fd/<fd>
+// and loaded through this process's own descriptor; nothing when that
+// descriptor holds another file now (closed, reused) or cannot be opened.
+std::optional<HeldModel> load_held_by(pid_t pid, int fd, const FileIdentity& file, ModelUse use);
 
 }  // namespace kvg::pg::model_fingerprints

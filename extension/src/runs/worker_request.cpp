@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "extension/src/artifacts/artifact_cache.hpp"
+#include "extension/src/model/engine_context.hpp"
 #include "extension/src/pg/sql_raise.hpp"
 
 namespace kvg::pg {
@@ -16,6 +17,9 @@ engine_worker::GenerationRequest worker_request(const Model& model, const Engine
   engine_worker::GenerationRequest request;
   request.model_path = model.path();
   request.model_fingerprint = model.fingerprint();
+  if (const std::optional<HeldModelFile> held = held_file_of(model))
+    request.model_file = {uint64_t(held->file.device), uint64_t(held->file.inode), int64_t(held->file.size),
+                          held->file.mtime_ns, held->fd};
   request.recipe = engine.recipe.name();
   request.device = engine.device;
   request.gpu_staging_bytes = engine.gpu_staging_bytes;

@@ -35,7 +35,7 @@
 #include "extension/src/artifacts/artifact_cache.hpp"
 #include "extension/src/artifacts/disk_headroom.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
-#include "extension/src/model/model_fingerprints.hpp"
+#include "extension/src/workers/engine/worker_models.hpp"
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
@@ -131,6 +131,7 @@ struct Sequence {
 
   int slot = 0;
   uint64_t request = 0;
+  pid_t caller = 0;  // the caller's backend
   std::shared_ptr<AttachedSegment> segment;
   shm_mq_handle* replies = nullptr;
   shm_mq_handle* supply = nullptr;  // the caller's answers to a Need
@@ -182,22 +183,13 @@ class Worker {
   void flush(Sequence& s);
   void reap();
   void fail(Sequence& s, FailedReply reply);
-  std::vector<std::unique_ptr<Sequence>> attach(int slot, uint64_t request, dsm_handle handle, int generations);
+  std::vector<std::unique_ptr<Sequence>> attach(int slot, uint64_t request, dsm_handle handle, int generations,
+                                                pid_t caller);
   void publish();
-  std::shared_ptr<const Model> model_for(const GenerationRequest& r);
 
   std::deque<std::unique_ptr<Sequence>> waiting_;  // claimed, not admitted yet
   std::vector<std::unique_ptr<Sequence>> running_;
-  struct LoadedModel {
-    model_fingerprints::FileIdentity file;
-    std::shared_ptr<const Model> model;
-    std::shared_ptr<model_fingerprints::HeldFile> held;  // to tell, once replaced, that it is unchanged
-  };
-  // By path: the file there now and the ones before it (kFilesKeptPerPath),
-  // for calls whose backends mapped it before it was replaced.
-  static constexpr size_t kFilesKeptPerPath = 4;
-  std::map<std::string, std::vector<LoadedModel>> models_;
-  std::string last_model_;
+  WorkerModels models_;  // by kvg.model path: the files callers loaded (worker_models.hpp)
   ArtifactCache cache_;  // verified artifacts of every database, for every backend's grafts
   std::unique_ptr<MappedKvFiles> kv_files_;  // chains attended in place (kvg.engine_kv_files)
   // The threads every sequence's passes run on (kvg.engine_threads): one
@@ -227,6 +219,7 @@ void Worker::claim() {
     uint64_t request;
     dsm_handle handle;
     int generations;
+    pid_t caller;
   };
   std::vector<Taken> taken;
   LWLockAcquire(sh->lock, LW_EXCLUSIVE);
@@ -235,11 +228,11 @@ void Worker::claim() {
     const std::optional<uint64_t> request = slot.request.claim();
     if (!request) continue;
     slot.claimed_by = sh->starts;  // this worker's: a restart tells its callers it is gone
-    taken.push_back({i, *request, slot.segment, slot.generations});
+    taken.push_back({i, *request, slot.segment, slot.generations, slot.caller});
   }
   LWLockRelease(sh->lock);
   for (const Taken& t : taken)
-    for (auto& s : attach(t.slot, t.request, t.handle, t.generations)) waiting_.push_back(std::move(s));
+    for (auto& s : attach(t.slot, t.request, t.handle, t.generations, t.caller)) waiting_.push_back(std::move(s));
 }
 
 // A claimed call's sequences, one per generation: its segment (shm_toc,
@@ -247,7 +240,7 @@ void Worker::claim() {
 // caller is gone already. A request that does not decode is failed, to its
 // caller.
 std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request, dsm_handle handle,
-                                                      int generations) {
+                                                      int generations, pid_t caller) {
   dsm_segment* attached = dsm_attach(handle);
   if (!attached) return {};
   auto segment = std::make_shared<AttachedSegment>(attached);
@@ -260,6 +253,7 @@ std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request
     auto s = std::make_unique<Sequence>();
     s->slot = slot;
     s->request = request;
+    s->caller = caller;
     s->segment = segment;
     shm_mq_set_sender(replies, MyProc);
     s->replies = shm_mq_attach(replies, attached, nullptr);
@@ -277,39 +271,6 @@ std::vector<std::unique_ptr<Sequence>> Worker::attach(int slot, uint64_t request
   return sequences;
 }
 
-// The model the caller's backend generates with: a file mapped here with
-// its fingerprint, weights intact, that is still the file at the request's
-// path, or was replaced there by another (renamed over it, as `mv` does)
-// and is unchanged itself (held open: not cut short in place before), as
-// in the backend that mapped it before the rename. Else the file at the
-// path, mapped now (one changed in place is mapped again) and kept with the
-// ones before it; refused when it is not the caller's (it changed between
-// their loads). Failures are the backend's own
-// (model_fingerprints::load_setting: 22023 for bytes that are no model).
-std::shared_ptr<const Model> Worker::model_for(const GenerationRequest& r) {
-  const model_fingerprints::FileIdentity file = model_fingerprints::identify(r.model_path);
-  auto same_inode = [&file](const LoadedModel& m) {
-    return m.file.device == file.device && m.file.inode == file.inode;
-  };
-  std::vector<LoadedModel>& mapped = models_[r.model_path];
-  for (const LoadedModel& m : mapped)
-    if (m.model->fingerprint() == r.model_fingerprint && m.model->weights_intact() &&
-        (m.file == file || (!same_inode(m) && m.held->unchanged())))
-      return m.model;
-  // Unmapped before the file is mapped again: this inode changed in place,
-  // or its mapping failed a read.
-  mapped.erase(std::remove_if(mapped.begin(), mapped.end(), same_inode), mapped.end());
-  auto model = model_fingerprints::load_setting(r.model_path, file, model_fingerprints::ModelUse::Compute);
-  mapped.push_back(LoadedModel{file, model, std::make_shared<model_fingerprints::HeldFile>(r.model_path, file)});
-  if (mapped.size() > kFilesKeptPerPath) mapped.erase(mapped.begin());
-  last_model_ = r.model_path;
-  if (model->fingerprint() != r.model_fingerprint)
-    throw Error(ErrorCode::ModelMismatch, "kvg.model '" + r.model_path +
-                                              "' is not the same file in the engine worker as in the caller's "
-                                              "backend (it changed between their loads): call again");
-  return model;
-}
-
 // The request's positional blocks placed in `session` (empty): the
 // positions they fill. The prompt must begin with their tokens.
 int64_t compose_positionally(Session& session, const GenerationRequest& r, const ArtifactOpener& open) {
@@ -324,7 +285,7 @@ int64_t compose_positionally(Session& session, const GenerationRequest& r, const
 // may take; "" when started, else why it cannot start yet (no room).
 std::string Worker::start(Sequence& s) {
   const GenerationRequest& r = s.asked;
-  s.model = model_for(r);
+  s.model = models_.for_request(r, s.caller);
   EngineOptions options;
   options.recipe = parse_recipe(r.recipe);
   options.device = r.device;  // resolved here: the worker's own GPU, its one context
@@ -799,7 +760,7 @@ void Worker::publish() {
   f.cache_hits = cache.hits;
   f.cache_misses = cache.misses;
   f.gpu_weight_uploads = CudaForward::weight_uploads();
-  strlcpy(f.model, last_model_.c_str(), sizeof(f.model));
+  strlcpy(f.model, models_.last_path().c_str(), sizeof(f.model));
   LWLockRelease(sh->lock);
 }
 

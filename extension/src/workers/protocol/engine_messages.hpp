@@ -37,6 +37,17 @@ using Sha256 = std::array<uint8_t, 32>;
 struct GenerationRequest {
   std::string model_path;
   Sha256 model_fingerprint{};  // the model the backend tokenized for
+  // The file the backend loaded that model from, and the descriptor it holds
+  // it open by (model/engine_context.hpp: held_file_of; fd -1: none). The
+  // worker computes with that very file when another was renamed over
+  // model_path since, as a backend that mapped it would.
+  struct ModelFile {
+    uint64_t device = 0, inode = 0;
+    int64_t size = 0, mtime_ns = 0;
+    int32_t fd = -1;
+    template <class F> void fields(F& f) { f(device), f(inode), f(size), f(mtime_ns), f(fd); }
+  };
+  ModelFile model_file;
   std::string recipe;          // kvg.recipe's name
   Device device{};             // the caller's kvg.device
   uint64_t gpu_staging_bytes = 0;
@@ -95,7 +106,7 @@ struct GenerationRequest {
 
   template <class F>
   void fields(F& f) {
-    f(model_path), f(model_fingerprint), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(context_limit);
+    f(model_path), f(model_fingerprint), f(model_file), f(recipe), f(device), f(gpu_staging_bytes), f(max_kv_bytes), f(context_limit);
     f(prompt);
     f(leaf), f(database), f(links), f(chain_tokens);
     f(max_new_tokens), f(temperature), f(top_k), f(top_p), f(seed), f(stop_at_eos), f(stop_tokens);
