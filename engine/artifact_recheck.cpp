@@ -41,11 +41,12 @@ RecomputePlan plan_recompute(const Model& model, const EngineOptions& options, c
 }
 
 Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
-                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check) {
+                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check,
+                              const ProgressReport& report) {
   const RecomputePlan plan = plan_recompute(*model, options, header, open);
   const auto began = std::chrono::steady_clock::now();
   Session session(std::move(model), plan.options);
-  session.prefill(plan.tokens, 128, LogitsFor::None, nullptr, check);
+  session.prefill(plan.tokens, 128, LogitsFor::None, nullptr, check, report);
   DiscardSink sink;  // the identity is all capture() must produce here
   Recomputed r;
   r.identity = capture(session, header.position_start, int64_t(plan.tokens.size()), header.parent, sink);

@@ -42,8 +42,10 @@ RecomputePlan plan_recompute(const Model& model, const EngineOptions& options, c
 
 // Prefills, in a fresh session, the plan's tokens and captures the
 // artifact's positions with its parent: plan_recompute, then the work.
+// `report`: the plan's tokens prefilled, chunk by chunk.
 Recomputed recompute_artifact(std::shared_ptr<const Model> model, const EngineOptions& options,
-                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check);
+                              const ArtifactHeader& header, const ArtifactOpener& open, const ProgressCheck& check,
+                              const ProgressReport& report = {});
 
 // A description of the first KV value that is NaN or infinite ("layer 3 V,
 // token 5, element 17"), or nullopt when all are finite. No recipe computes

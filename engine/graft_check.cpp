@@ -26,10 +26,13 @@ struct Side {
   GenerateResult result;
 };
 
-Side run_side(Session& session, std::span<const int32_t> rest, const GraftCheckOptions& options,
+// `index`: 0 for the graft's, 1 for the recompute's.
+Side run_side(int index, Session& session, std::span<const int32_t> rest, const GraftCheckOptions& options,
               int64_t grafted_tokens, const ProgressCheck& check) {
   Side side;
   GenerateOptions generation = graft_check_generation(options, grafted_tokens);
+  generation.prefill_report = options.prefill_reports[size_t(index)];
+  generation.decode_report = options.decode_reports[size_t(index)];
   generation.prompt_logits = [&side](std::span<const float> rows) {
     side.rows.insert(side.rows.end(), rows.begin(), rows.end());
   };
@@ -131,10 +134,10 @@ GraftCheckResult graft_check(std::shared_ptr<const Model> model, const EngineOpt
   require_positions_to_compare(grafted_tokens, prompt.size());
   const auto rest = prompt.subspan(size_t(grafted_tokens));
   const double graft_seconds = seconds_since(start);
-  const Side graft_side = run_side(grafted, rest, options, grafted_tokens, check);
+  const Side graft_side = run_side(0, grafted, rest, options, grafted_tokens, check);
 
   Session monolithic(model, engine);
-  const Side recompute_side = run_side(monolithic, prompt, options, grafted_tokens, check);
+  const Side recompute_side = run_side(1, monolithic, prompt, options, grafted_tokens, check);
 
   GraftCheckResult r = compare_graft_check(graft_side.rows, graft_side.result.tokens, recompute_side.rows,
                                            recompute_side.result.tokens, grafted_tokens,

@@ -4,6 +4,7 @@
 // graft point, byte for byte, plus seeded sampled continuations.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,6 +19,9 @@ struct GraftCheckOptions {
   int samples = 0;         // seeded sampled continuations to compare (seeds 0..samples-1)
   int sample_tokens = 16;  // tokens per continuation
   float temperature = 1.0f;
+  // Each side's progress as it runs (GenerateOptions' reports): the graft's
+  // (index 0), then the recompute's (1).
+  std::array<ProgressReport, 2> prefill_reports, decode_reports;
 };
 
 struct GraftCheckResult {

@@ -2,7 +2,8 @@
 # Long calls are visible (#38): kvg.progress shows each backend's generation
 # (extension/src/calls/call_progress.hpp) in the engine worker and in the
 # backend; the decode's and the prefill's progress notices and counts reach a
-# worker-mode caller; another role sees the row but not its figures;
+# worker-mode caller; graft checks, verified imports and positional
+# compositions report too, in both modes; another role sees the row but not its figures;
 # kvg_engine_worker_reset() makes the worker's figures count from zero. Against the cluster scripts/pg-env.sh
 # names. TAP lines: "ok N - ..." / "not ok N - ...".
 # Usage: progress_test.sh DATABASE KVG (the kvg command writes a slow model)
@@ -35,7 +36,7 @@ watch() {
   q -c "CREATE TEMP TABLE seen AS SELECT * FROM kvg.progress WHERE false" \
     -c "DO \$\$ BEGIN FOR i IN 1..3000 LOOP
           INSERT INTO seen SELECT * FROM kvg.progress WHERE pid <> pg_backend_pid();
-          EXIT WHEN i > 50 AND NOT EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%kvg\\_%(repeat%'
+          EXIT WHEN i > 50 AND NOT EXISTS (SELECT FROM pg_stat_activity WHERE query LIKE '%kvg\\_%repeat(%'
                                                                           AND pid <> pg_backend_pid());
           PERFORM pg_sleep(0.002);
         END LOOP; END \$\$" \
@@ -111,6 +112,33 @@ rows=$(watch worker "$capture")
 echo "$rows" | sort | uniq -c | sort -rn | head -3 | sed 's/^/# /'
 [ "$(echo "$rows" | awk -F'|' '$2 == "prefill" && $4 > 0 && $4 < $3 { print $4 }' | sort -n | uniq | wc -l)" -ge 2 ]
 check "kvg.progress counts a worker capture's prompt tokens as they are computed" $? "$(echo "$rows" | tail -2)"
+
+# A graft check, a verified import and a positional composition report as
+# generations do, in either mode: their prefill's notices, and kvg.progress
+# counting a graft check's two sides (its prompt twice; 16 sampled tokens
+# each, 32 in all) as they are computed.
+art=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=backend" q -c \
+  "SELECT kvg_capture(repeat('Once upon a time there was a dog. ', 12))")
+block=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=backend" q -c "SELECT kvg_capture('Lily had a red ball.')")
+check_call="SELECT exact FROM kvg_graft_check('$art', repeat(' The dog ran to the park.', 12), 1)"
+for engine in worker backend; do
+  out=$(PGOPTIONS="-c kvg.model=$slow -c kvg.engine=$engine -c kvg.device=cpu -c kvg.progress_notices=1" \
+    psql -X -q -At -d "$db" -c "$check_call" -c "SELECT kvg_import(kvg_export('$art')) = '$art'" \
+    -c "SELECT tokens_composed > 0 FROM kvg_generate_positional(ARRAY['$art', '$block'], ' The dog ran.', 4)" 2>&1)
+  said=""
+  for what in "graft check" "import verify" "generate_positional"; do
+    echo "$out" | grep -q "NOTICE:  kvg $what: prefilled [0-9]* of [0-9]* tokens" && said="$said|$what"
+  done
+  results=$(echo "$out" | grep -v '^NOTICE\|^DETAIL' | tr '\n' ' ')
+  [ "$said" = "|graft check|import verify|generate_positional" ] && [ "$results" = "t t t " ]
+  check "$engine: a graft check, a verified import and a positional composition send prefill notices" $? \
+    "notices from:$said; results: $results $(echo "$out" | grep -m2 ERROR)"
+  rows=$(watch $engine "$check_call")
+  echo "$rows" | sort | uniq -c | sort -rn | head -3 | sed 's/^/# /'
+  [ "$(echo "$rows" | awk -F'|' '$2 == "prefill" && $4 > 0 && $4 < $3 && $5 == 32 { print $4 }' | sort -n | uniq |
+       wc -l)" -ge 2 ] && echo "$rows" | grep -q "^$db|decode|[0-9]*|[0-9]*|32|[1-9][0-9]*$"
+  check "$engine: kvg.progress counts a graft check's two sides, prefill and decode" $? "$(echo "$rows" | tail -2)"
+done
 
 # Another role sees that a call runs, not how far.
 q -c "CREATE ROLE progress_mallory IN ROLE kvg_user LOGIN" >/dev/null

@@ -77,6 +77,7 @@ KVG_SQL_FUNCTION(kvg_generate_positional) {
   options.max_new_tokens = max_tokens;
   options.prefill_chunk = kPrefillChunk;
   options.check = kCheckInterrupts;
+  options.prefill_report = progress_notices("generate_positional: prefilled");
   const PositionalRun run = run_positional(call, blocks, text, options);
   const GenerateResult& result = run.result;
   const std::string output = call.model->tokenizer().decode(result.tokens);

@@ -4,7 +4,7 @@
 
 #include "common/error.hpp"
 #include "engine/answer_line.hpp"
-#include "extension/src/calls/call_progress.hpp"
+#include "extension/src/runs/run_progress.hpp"
 #include "extension/src/runs/worker_request.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
@@ -12,19 +12,10 @@ namespace kvg::pg {
 
 namespace {
 
-// Reports to kvg.progress (and to whatever `report` already did, the
-// progress notices): `done` of the last `total` prompt tokens, or decoded.
-ProgressReport prefill_progress(call_progress::Tracker& tracker, int64_t prompt_tokens, ProgressReport report) {
-  return [&tracker, prompt_tokens, report = std::move(report)](int64_t done, int64_t total) {
-    tracker.prefilled(prompt_tokens - total + done);
-    if (report) report(done, total);
-  };
-}
-ProgressReport decode_progress(call_progress::Tracker& tracker, ProgressReport report) {
-  return [&tracker, report = std::move(report)](int64_t done, int64_t total) {
-    tracker.decoded(done);
-    if (report) report(done, total);
-  };
+std::vector<int64_t> prompt_lengths(const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<int64_t> lengths;
+  for (const auto& p : prompts) lengths.push_back(int64_t(p.size()));
+  return lengths;
 }
 
 // The chain a generation grafts: the longest stored one continuing `start`
@@ -36,13 +27,13 @@ ChosenPrefix chosen_for(EngineCall& call, std::span<const int32_t> prompt, const
 
 GenerationRun in_this_backend(EngineCall& call, std::span<const int32_t> prompt, const StoredPrefix& start,
                               GenerateOptions options, const GenerationAsks& asks, std::unique_ptr<Session>& session) {
-  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Prefill);
-  options.prefill_report = prefill_progress(tracker, int64_t(prompt.size()), std::move(options.prefill_report));
-  options.decode_report = decode_progress(tracker, std::move(options.decode_report));
+  RunProgress progress({int64_t(prompt.size())}, options.max_new_tokens, call_progress::Phase::Prefill,
+                       std::move(options.prefill_report), std::move(options.decode_report));
+  options.prefill_report = progress.prefill_report(0);
+  options.decode_report = progress.decode_report(0);
   session = std::make_unique<Session>(call.model, call.options);
   GenerationRun run;
   run.grafted = graft_chosen(call, *session, prompt, chosen_for(call, prompt, start, asks));
-  tracker.prefilled(session->n_past());
   std::optional<AnswerLine> line;  // (an answer's prompt is never empty)
   if (asks.answer_line) {
     line.emplace(call.model->tokenizer(), prompt.back());
@@ -81,14 +72,9 @@ GenerationRun in_the_worker(EngineCall& call, std::span<const int32_t> prompt, c
   refuse_if_never_fits(*call.model, request);
   // The worker says when it takes the call and sends each token as it is
   // decoded: kvg.progress and the decode's progress notices follow them.
-  call_progress::Tracker tracker(int64_t(prompt.size()), options.max_new_tokens, call_progress::Phase::Queued);
-  const ProgressReport prefilled = prefill_progress(tracker, int64_t(prompt.size()), options.prefill_report);
-  const ProgressReport decoded = decode_progress(tracker, options.decode_report);
-  engine_worker::Progress progress;
-  progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
-  progress.prefilled = [&prefilled](size_t, int64_t done, int64_t total) { prefilled(done, total); };
-  progress.decoded = [&decoded, &options](size_t, int64_t n) { decoded(n, options.max_new_tokens); };
-  return run_from(chosen, engine_worker::generate(request, supply_from(call.store), progress), links);
+  RunProgress progress({int64_t(prompt.size())}, options.max_new_tokens, call_progress::Phase::Queued,
+                       options.prefill_report, options.decode_report);
+  return run_from(chosen, engine_worker::generate(request, supply_from(call.store), progress.for_worker()), links);
 }
 
 // run_generations_together's prompts handed to the worker as one call: its
@@ -101,31 +87,14 @@ std::vector<GenerationRun> together_in_the_worker(EngineCall& call, const std::v
   const size_t n = prompts.size();
   std::vector<ChosenPrefix> chosen;
   std::vector<engine_worker::GenerationRequest> requests;
-  int64_t prompt_tokens = 0;
   for (size_t i = 0; i < n; ++i) {
     chosen.push_back(choose_stored_prefix(call, prompts[i], {}));
     requests.push_back(request_with(asks[i], worker_request(call, prompts[i], chosen[i], options, share, true)));
     refuse_if_never_fits(*call.model, requests.back());
-    prompt_tokens += int64_t(prompts[i].size());
   }
-  call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Queued);
-  std::vector<int64_t> decoded_each(n, 0), prefilled_each(n, 0);
-  int64_t decoded = 0, prefilled = 0;
-  engine_worker::Progress progress;
-  progress.started = [&tracker] { tracker.phase(call_progress::Phase::Prefill); };
-  progress.prefilled = [&](size_t i, int64_t done, int64_t total) {
-    const int64_t at = int64_t(prompts[i].size()) - total + done;  // positions, the graft's included
-    prefilled += at - prefilled_each[i];
-    prefilled_each[i] = at;
-    tracker.prefilled(prefilled);
-  };
-  progress.decoded = [&](size_t i, int64_t k) {
-    decoded += k - decoded_each[i];
-    decoded_each[i] = k;
-    tracker.decoded(decoded);
-  };
+  RunProgress progress(prompt_lengths(prompts), options.max_new_tokens, call_progress::Phase::Queued);
   std::vector<engine_worker::WorkerGeneration> ran =
-      engine_worker::generate_together(requests, supply_from(call.store), progress);
+      engine_worker::generate_together(requests, supply_from(call.store), progress.for_worker());
   std::vector<GenerationRun> runs;
   links.resize(n);
   for (size_t i = 0; i < n; ++i) runs.push_back(run_from(chosen[i], std::move(ran[i]), links[i]));
@@ -181,16 +150,14 @@ std::vector<GenerationRun> run_generations_together(EngineCall& call, const std:
   std::vector<GenerationRun> runs(n);
   std::vector<std::unique_ptr<Session>> sessions(n);
   std::vector<std::optional<AnswerLine>> lines(n);
-  std::vector<std::unique_ptr<Generation>> generations;
-  int64_t prompt_tokens = 0;
-  for (const auto& p : prompts) prompt_tokens += int64_t(p.size());
-  call_progress::Tracker tracker(prompt_tokens, options.max_new_tokens * int64_t(n), call_progress::Phase::Prefill);
+  RunProgress progress(prompt_lengths(prompts), options.max_new_tokens, call_progress::Phase::Prefill);
+  std::vector<std::unique_ptr<Generation>> generations;  // (they report to `progress`)
   for (size_t i = 0; i < n; ++i) {
     sessions[i] = std::make_unique<Session>(call.model, each);
     runs[i].grafted = graft_stored_prefix(call, *sessions[i], prompts[i]);
     GenerateOptions own = options;
-    own.prefill_report = {};  // one report for all, below
-    own.decode_report = {};
+    own.prefill_report = progress.prefill_report(i);
+    own.decode_report = progress.decode_report(i);
     if (asks[i].answer_line) {
       lines[i].emplace(call.model->tokenizer(), prompts[i].back());
       own.on_token = [&line = lines[i]](int32_t token) { return line->feed(token); };
@@ -200,12 +167,8 @@ std::vector<GenerationRun> run_generations_together(EngineCall& call, const std:
   }
   for (;;) {
     std::vector<Generation*> running;
-    int64_t decoded = 0;
-    for (const auto& g : generations) {
-      decoded += int64_t(g->result().tokens.size());
+    for (const auto& g : generations)
       if (!g->finished()) running.push_back(g.get());
-    }
-    if (decoded > 0) tracker.decoded(decoded);
     if (running.empty()) break;
     if (options.check) options.check();  // a cancel between passes
     step_together(running);

@@ -1,9 +1,11 @@
 #include "extension/src/runs/graft_check_run.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "common/error.hpp"
 #include "extension/src/calls/prefix_reuse.hpp"
+#include "extension/src/runs/run_progress.hpp"
 #include "extension/src/runs/worker_request.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
@@ -12,8 +14,20 @@ namespace kvg::pg {
 GraftCheckResult run_graft_check(EngineCall& call, const StoredPrefix& artifact, std::span<const int32_t> prompt,
                                  const GraftCheckOptions& options) {
   if (!artifact.leaf) throw Error(ErrorCode::Internal, "a graft check names no artifact");
-  if (!engine_worker::in_use())
-    return graft_check(call.model, call.options, *artifact.leaf, call.open, prompt, options, kCheckInterrupts);
+  const bool in_worker = engine_worker::in_use();
+  // Two generations of the prompt: its graft's and its recompute's.
+  const int64_t samples = std::max(options.samples, 1) * (options.samples > 0 ? options.sample_tokens : 0);
+  RunProgress progress({int64_t(prompt.size()), int64_t(prompt.size())}, samples,
+                       in_worker ? call_progress::Phase::Queued : call_progress::Phase::Prefill,
+                       progress_notices("graft check: prefilled"), progress_notices("graft check: decoded"));
+  if (!in_worker) {
+    GraftCheckOptions reporting = options;
+    for (size_t side = 0; side < 2; ++side) {
+      reporting.prefill_reports[side] = progress.prefill_report(side);
+      reporting.decode_reports[side] = progress.decode_report(side);
+    }
+    return graft_check(call.model, call.options, *artifact.leaf, call.open, prompt, reporting, kCheckInterrupts);
+  }
   require_positions_to_compare(artifact.end, prompt.size());
   GenerateOptions generation = graft_check_generation(options, artifact.end);
   // Chunked in the worker whatever kvg.engine_pass_tokens says (0: no
@@ -27,7 +41,7 @@ GraftCheckResult run_graft_check(EngineCall& call, const StoredPrefix& artifact,
   };
   for (const auto& side : sides) refuse_if_never_fits(*call.model, side);
   const std::vector<engine_worker::WorkerGeneration> ran =
-      engine_worker::generate_together(sides, supply_from(call.store));
+      engine_worker::generate_together(sides, supply_from(call.store), progress.for_worker());
   const engine_worker::WorkerGeneration& graft = ran[0];
   const engine_worker::WorkerGeneration& recompute = ran[1];
   if (graft.done.grafted_tokens != artifact.end)

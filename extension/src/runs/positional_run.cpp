@@ -8,6 +8,7 @@
 #include "engine/positional_compose.hpp"
 #include "engine/prompt.hpp"
 #include "extension/src/model/model_settings.hpp"
+#include "extension/src/runs/run_progress.hpp"
 #include "extension/src/runs/worker_request.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 
@@ -29,7 +30,12 @@ PositionalRun in_this_backend(EngineCall& call, std::span<const Digest> blocks, 
   run.compose_micros = micros_since(began);
   run.prompt = prompt_after_chain(*call.model, session.tokens(), text, kCheckInterrupts, settings::max_context());
   require_text_after(run);
-  run.result = generate(session, std::span<const int32_t>(run.prompt).subspan(size_t(run.composed)), options);
+  RunProgress progress({int64_t(run.prompt.size())}, options.max_new_tokens, call_progress::Phase::Prefill,
+                       options.prefill_report, options.decode_report);
+  GenerateOptions reporting = options;
+  reporting.prefill_report = progress.prefill_report(0);
+  reporting.decode_report = progress.decode_report(0);
+  run.result = generate(session, std::span<const int32_t>(run.prompt).subspan(size_t(run.composed)), reporting);
   return run;
 }
 
@@ -57,7 +63,10 @@ PositionalRun in_the_worker(EngineCall& call, std::span<const Digest> blocks, co
       if (listed.insert(row.id).second) request.links.push_back({row.id, row.loid});
   }
   refuse_if_never_fits(*call.model, request);
-  engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(call.store));
+  RunProgress progress({int64_t(run.prompt.size())}, options.max_new_tokens, call_progress::Phase::Queued,
+                       options.prefill_report, options.decode_report);
+  engine_worker::WorkerGeneration ran =
+      engine_worker::generate(request, supply_from(call.store), progress.for_worker());
   if (ran.done.grafted_tokens != run.composed)
     throw Error(ErrorCode::Internal, "the engine worker composed " + std::to_string(ran.done.grafted_tokens) +
                                          " positions of blocks holding " + std::to_string(run.composed));

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "extension/src/calls/engine_call.hpp"
 #include "extension/src/model/engine_context.hpp"
+#include "extension/src/runs/run_progress.hpp"
 #include "extension/src/runs/worker_request.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 #include "storage/sha256.hpp"
@@ -12,8 +13,14 @@ namespace kvg::pg {
 Recomputed run_recompute(const ArtifactHeader& header, LoStore& store) {
   const ArtifactOpener open = [&store](const Digest& id) { return store.get_unverified(id); };
   const EngineOptions options = current_engine_options();
-  if (!engine_worker::in_use())
-    return recompute_artifact(current_model(ModelUse::Compute), options, header, open, kCheckInterrupts);
+  const ProgressReport notices = progress_notices("import verify: prefilled");
+  if (!engine_worker::in_use()) {
+    // Its plan prefills the positions up to the artifact's end.
+    RunProgress progress({int64_t(header.position_start + header.tokens.size())}, 0, call_progress::Phase::Prefill,
+                         notices);
+    return recompute_artifact(current_model(ModelUse::Compute), options, header, open, kCheckInterrupts,
+                              progress.prefill_report(0));
+  }
   const auto model = current_model(generations_use());
   const RecomputePlan plan = plan_recompute(*model, options, header, open);
   GenerateOptions prefill_only;
@@ -25,7 +32,8 @@ Recomputed run_recompute(const ArtifactHeader& header, LoStore& store) {
   request.capture_parent = header.parent;
   request.capture_ends = {int64_t(plan.tokens.size())};
   refuse_if_never_fits(*model, request);
-  const engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(store));
+  RunProgress progress({int64_t(plan.tokens.size())}, 0, call_progress::Phase::Queued, notices);
+  const engine_worker::WorkerGeneration ran = engine_worker::generate(request, supply_from(store), progress.for_worker());
   if (ran.links.size() != 1)
     throw Error(ErrorCode::Internal, "the engine worker sent " + std::to_string(ran.links.size()) +
                                          " links for one recomputed artifact");
