@@ -137,12 +137,25 @@ struct Workspace {
   int64_t kv_capacity = 0;
   DeviceRope rope, rope_local;  // the plan's global and sliding-layer tables
   cuda::DeviceBuffer tokens_d, x, xn, q, attn, proj, gate, up, logits_d;
+  cuda::DeviceBuffer kv_new;  // a batched pass's new K and V rows, before they move into each mirror
   int64_t scratch_tokens = 0, logits_rows = 0;
   cuda::DeviceBuffer q8_activations;  // q8-portable-v1: the quantized input of each product
   cuda::PinnedBuffer kv_up, rope_up, tokens_up, down;
 };
 
 std::atomic<int64_t> weight_upload_count{0};
+std::atomic<int64_t> batched_pass_count{0};
+
+// What stage() made ready, applied by advance() once the pass is done.
+struct Staged {
+  int64_t rope_after = 0, local_after = 0;
+};
+
+// Where a part's rows are in a pass: its tokens from first_row, its logits
+// rows (of its tokens from first_logit_token) from first_logits_row.
+struct PassRow {
+  int64_t first_row = 0, first_logit_token = 0, logits_rows = 0, first_logits_row = 0;
+};
 
 // What a process keeps on the device for one loaded model, for as long as the
 // Model lives (Model::resident_state): the weights, uploaded once however many
@@ -226,7 +239,8 @@ struct CudaForward::Impl {
 
   // Activations for up to scratch_tokens tokens.
   cuda::DeviceBuffer &tokens_d = ws->tokens_d, &x = ws->x, &xn = ws->xn, &q = ws->q, &attn = ws->attn,
-                     &proj = ws->proj, &gate = ws->gate, &up = ws->up, &logits_d = ws->logits_d;
+                     &proj = ws->proj, &gate = ws->gate, &up = ws->up, &logits_d = ws->logits_d,
+                     &kv_new = ws->kv_new;
   int64_t &scratch_tokens = ws->scratch_tokens, &logits_rows = ws->logits_rows;
 
   // Page-locked staging, one per purpose, so no upload still in flight is
@@ -301,6 +315,7 @@ struct CudaForward::Impl {
       proj = floats(std::max<int64_t>(c.n_embd, q_width));
       gate = floats(c.n_ff);
       up = floats(c.n_ff);
+      kv_new = floats(2 * kv_width);
       scratch_tokens = n;
     }
     if (n_logits > logits_rows) {
@@ -382,65 +397,102 @@ struct CudaForward::Impl {
       throw Error(ErrorCode::Internal, "CudaForward: the host KV cache has another layout than the model");
   }
 
-  void forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
-               KvCache& host) {
-    check_request(tokens, p0, host);
-    const int64_t n = int64_t(tokens.size());
-    if (&host != mirrored) {  // another cache: nothing on the device describes it yet
-      mirrored = &host;
+  // Before any device work: the request checked, the mirror told which host
+  // cache it describes, the host cache's room for the new rows taken.
+  void prepare(const CudaForwardPart& part) {
+    check_request(part.tokens, part.p0, *part.host_cache);
+    if (part.host_cache != mirrored) {  // another cache: nothing on the device describes it yet
+      mirrored = part.host_cache;
       valid = 0;
     }
-    valid = std::min(valid, p0);  // rows from p0 on are about to be recomputed
-    if (n == 0) {
-      if (logits) logits->clear();
-      return;
-    }
-    host.reserve(p0 + n);  // may throw: before any device work
-    try {
-      run_forward(tokens, p0, which, logits, host);
-    } catch (...) {
-      failed = true;
-      // Copies and kernels already queued may still read the staging buffers
-      // and write the mirror: wait for them before the caller frees or reuses
-      // anything. Their own error, if any, is this failure or a consequence of
-      // it (and a sticky one is already recorded by check_status).
-      try {
-        stream.synchronize();
-      } catch (...) {
-      }
-      throw;
-    }
+    valid = std::min(valid, part.p0);  // rows from p0 on are about to be recomputed
+    part.host_cache->reserve(part.p0 + int64_t(part.tokens.size()));  // may throw
   }
 
-  void run_forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
-                   KvCache& host) {
-    const int64_t n = int64_t(tokens.size());
-    const bool want_logits = which != LogitsFor::None && logits != nullptr;
-    const int64_t first = which == LogitsFor::All ? 0 : n - 1;
-    const int64_t rows = want_logits ? n - first : 0;
-
-    ensure_kv(p0 + n);
-    upload_missing(host, p0);
-    const int64_t rope_after = ensure_rope(ws->rope, rope, p0 + n);
+  // Its mirror and rotary tables made ready for positions up to p0 + n, on
+  // its own stream: what the pass reads of this forward's own state.
+  Staged stage(const CudaForwardPart& part) {
+    const int64_t end = part.p0 + int64_t(part.tokens.size());
+    ensure_kv(end);
+    upload_missing(*part.host_cache, part.p0);
+    Staged staged;
+    staged.rope_after = ensure_rope(ws->rope, rope, end);
     // The local table's rows go through rope_up after the global one's: wait
     // for those copies before overwriting it.
     if (uses_local_rope) stream.synchronize();
-    const int64_t local_after = uses_local_rope ? ensure_rope(ws->rope_local, rope_local, p0 + n) : 0;
+    staged.local_after = uses_local_rope ? ensure_rope(ws->rope_local, rope_local, end) : 0;
+    return staged;
+  }
+
+  // The device work is done: the mirror and the rotary tables grow their
+  // valid ranges here and nowhere earlier.
+  void advance(const CudaForwardPart& part, const Staged& staged) {
+    ws->rope.filled = staged.rope_after;
+    if (uses_local_rope) ws->rope_local.filled = staged.local_after;
+    valid = part.p0 + int64_t(part.tokens.size());
+  }
+
+  // A forward failed: the workspace may hold half-written state (or sit on a
+  // failed device), so it is freed rather than handed on; copies and kernels
+  // already queued may still read the staging buffers and write the mirror,
+  // so they are waited for before the caller frees or reuses anything. Their
+  // own error, if any, is this failure or a consequence of it (and a sticky
+  // one is already recorded by check_status).
+  void fail() noexcept {
+    failed = true;
+    try {
+      stream.synchronize();
+    } catch (...) {
+    }
+  }
+
+  // One pass over `parts` (this Impl is the first's; every Impl is of this
+  // model and recipe), on this workspace's stream and scratch: their rows go
+  // through each product together, each attends its own mirror.
+  void run_pass(std::span<const CudaForwardPart> parts, std::span<Impl* const> impls) {
+    std::vector<PassRow> at(parts.size());
+    int64_t n = 0, rows = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const CudaForwardPart& part = parts[i];
+      const int64_t tokens = int64_t(part.tokens.size());
+      const bool want_logits = part.which != LogitsFor::None && part.logits != nullptr;
+      at[i].first_row = n;
+      at[i].first_logit_token = part.which == LogitsFor::All ? 0 : tokens - 1;
+      at[i].logits_rows = want_logits ? tokens - at[i].first_logit_token : 0;
+      at[i].first_logits_row = rows;
+      n += tokens;
+      rows += at[i].logits_rows;
+    }
     ensure_scratch(n, rows);
     tokens_up.fit(size_t(n) * sizeof(int32_t));
-    std::memcpy(tokens_up.data(), tokens.data(), size_t(n) * sizeof(int32_t));
+    for (size_t i = 0; i < parts.size(); ++i)
+      std::memcpy(tokens_up.as<int32_t>() + at[i].first_row, parts[i].tokens.data(),
+                  parts[i].tokens.size() * sizeof(int32_t));
     cuda::copy_to_device(tokens_d.data(), tokens_up.data(), size_t(n) * sizeof(int32_t), stream);
 
-    run_layers(n, p0);
+    run_layers(parts, impls, at, n);
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (at[i].logits_rows > 0)
+        norm(x.as<float>() + (at[i].first_row + at[i].first_logit_token) * c.n_embd, weights->output_norm,
+             weights->output_norm_b, at[i].logits_rows, xn.as<float>() + at[i].first_logits_row * c.n_embd);
     if (rows > 0) {
-      norm(x.as<float>() + first * c.n_embd, weights->output_norm, weights->output_norm_b, rows, xn.as<float>());
       const cuda::MatmulOutput head[1] = {{weights->output, logits_d.as<float>(), c.n_vocab}};
       product(head, xn.as<float>(), c.n_embd, rows);
       if (plan.final_softcap > 0) cuda::softcap_inplace(logits_d.as<float>(), plan.final_softcap, rows * c.n_vocab, stream);
     }
+    for (size_t i = 0; i < parts.size(); ++i)
+      deliver(*impls[i], parts[i], logits_d.as<const float>() + at[i].first_logits_row * c.n_vocab,
+              at[i].logits_rows);
+  }
 
-    // New KV rows, then logits: in one staging buffer and one wait when they
-    // fit in staging_bytes (the usual decode step), else chunk by chunk.
+  // A part's new KV rows (from its mirror) into its host cache, then its
+  // logits rows: through this workspace's staging, in one buffer and one
+  // wait when they fit in staging_bytes (the usual decode step), else chunk
+  // by chunk.
+  void deliver(const Impl& owner, const CudaForwardPart& part, const float* logits_rows_d, int64_t rows) {
+    const int64_t n = int64_t(part.tokens.size()), p0 = part.p0;
+    KvCache& host = *part.host_cache;
+    const float* kv_d = owner.kv.as<const float>() + p0 * position_floats;
     const size_t kv_floats = size_t(n * position_floats);
     const size_t logit_floats = size_t(rows) * size_t(c.n_vocab);
     const size_t row_bytes = size_t(kv_width) * sizeof(float);
@@ -455,66 +507,84 @@ struct CudaForward::Impl {
     if ((kv_floats + logit_floats) * sizeof(float) <= staging_bytes) {
       down.fit((kv_floats + logit_floats) * sizeof(float));
       float* kv_h = down.as<float>();
-      cuda::copy_to_host(kv_h, kv.as<float>() + p0 * position_floats, kv_floats * sizeof(float), stream);
-      cuda::copy_to_host(kv_h + kv_floats, logits_d.data(), logit_floats * sizeof(float), stream);
+      cuda::copy_to_host(kv_h, kv_d, kv_floats * sizeof(float), stream);
+      cuda::copy_to_host(kv_h + kv_floats, logits_rows_d, logit_floats * sizeof(float), stream);
       stream.synchronize();
       scatter_kv(0, n, kv_h);
-      if (rows > 0) logits->assign(kv_h + kv_floats, kv_h + kv_floats + logit_floats);
+      if (rows > 0) part.logits->assign(kv_h + kv_floats, kv_h + kv_floats + logit_floats);
     } else {
-      // The first wait here also completes every kernel queued above.
-      download(kv.as<float>() + p0 * position_floats, n, position_floats, scatter_kv);
+      // The first wait here also completes every kernel queued before.
+      download(kv_d, n, position_floats, scatter_kv);
       if (rows > 0) {
-        logits->resize(logit_floats);
-        download(logits_d.as<float>(), rows, c.n_vocab, [&](int64_t first_row, int64_t count, const float* staged) {
-          std::memcpy(logits->data() + first_row * c.n_vocab, staged, size_t(count * c.n_vocab) * sizeof(float));
+        part.logits->resize(logit_floats);
+        download(logits_rows_d, rows, c.n_vocab, [&](int64_t first_row, int64_t count, const float* staged) {
+          std::memcpy(part.logits->data() + first_row * c.n_vocab, staged, size_t(count * c.n_vocab) * sizeof(float));
         });
       }
     }
-    // Only now is the device work known to be done: the mirror and the rotary
-    // table grow their valid ranges here and nowhere earlier.
-    ws->rope.filled = rope_after;
-    if (uses_local_rope) ws->rope_local.filled = local_after;
-    valid = p0 + n;
   }
 
-  // The plan's layers (engine/layer_plan.hpp), each step a kernel.
-  void run_layers(int64_t n, int64_t p0) {
+  // The plan's layers (engine/layer_plan.hpp), each step a kernel over the
+  // pass's n rows, but rotary embedding and attention, which each part runs
+  // at its own positions against its own mirror. A part alone writes its K
+  // and V straight into its mirror at p0; parts together write them into
+  // the pass's rows (kv_new), which are moved into each mirror before its
+  // attention reads them.
+  void run_layers(std::span<const CudaForwardPart> parts, std::span<Impl* const> impls, std::span<const PassRow> at,
+                  int64_t n) {
     const int64_t S = position_floats;
+    const bool alone = parts.size() == 1;
     float* xf = x.as<float>();
     float* xnf = xn.as<float>();
+    float* qf = q.as<float>();
+    const int64_t kv_stride = alone ? S : kv_width;
 
     cuda::embed_rows(weights->token_embedding, tokens_d.as<int32_t>(), n, xf, stream);
     if (plan.embed_scale > 0) cuda::scale_inplace(xf, plan.embed_scale, n * c.n_embd, stream);
     for (int l = 0; l < c.n_layer; ++l) {
       const DeviceWeights::Layer& w = weights->layers[size_t(l)];
       const LayerPlan& step = plan.layers[size_t(l)];
-      const DeviceRope& rope_rows = step.local_rope ? ws->rope_local : ws->rope;
-      const float* cos_p0 = rope_rows.cos.as<float>() + p0 * rope_pairs;
-      const float* sin_p0 = rope_rows.sin.as<float>() + p0 * rope_pairs;
       const cuda::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, plan.attn_scale, step.window,
                                        step.attn_softcap};
-      // Attention block; K and V land directly in the mirror at p0.
+      // Attention block.
       norm(xf, w.attn_norm, w.attn_norm_b, n, xnf);
-      float* k_new = k_rows(l) + p0 * S;
-      float* v_new = v_rows(l) + p0 * S;
-      const cuda::MatmulOutput qkv[3] = {{w.wq, q.as<float>(), q_width}, {w.wk, k_new, S}, {w.wv, v_new, S}};
+      float* k_new = alone ? k_rows(l) + parts[0].p0 * S : kv_new.as<float>();
+      float* v_new = alone ? v_rows(l) + parts[0].p0 * S : kv_new.as<float>() + n * kv_width;
+      const cuda::MatmulOutput qkv[3] = {{w.wq, qf, q_width}, {w.wk, k_new, kv_stride}, {w.wv, v_new, kv_stride}};
       product(qkv, xnf, c.n_embd, n);
       if (step.qkv_bias) {
-        cuda::add_to_rows(q.as<float>(), n, q_width, w.bq, q_width, stream);
-        cuda::add_to_rows(k_new, n, S, w.bk, kv_width, stream);
-        cuda::add_to_rows(v_new, n, S, w.bv, kv_width, stream);
+        cuda::add_to_rows(qf, n, q_width, w.bq, q_width, stream);
+        cuda::add_to_rows(k_new, n, kv_stride, w.bk, kv_width, stream);
+        cuda::add_to_rows(v_new, n, kv_stride, w.bv, kv_width, stream);
       }
       if (step.qk_norm) {
-        cuda::rmsnorm_heads(q.as<float>(), n, q_width, c.n_head, c.head_dim, w.q_norm, plan.norm_eps, stream);
-        cuda::rmsnorm_heads(k_new, n, S, c.n_head_kv, c.head_dim, w.k_norm, plan.norm_eps, stream);
+        cuda::rmsnorm_heads(qf, n, q_width, c.n_head, c.head_dim, w.q_norm, plan.norm_eps, stream);
+        cuda::rmsnorm_heads(k_new, n, kv_stride, c.n_head_kv, c.head_dim, w.k_norm, plan.norm_eps, stream);
       }
-      cuda::apply_rope(q.as<float>(), n, q_width, c.n_head, c.head_dim, plan.rope.dim, cos_p0, sin_p0, plan.rope_style,
-                       stream);
-      cuda::apply_rope(k_new, n, S, c.n_head_kv, c.head_dim, plan.rope.dim, cos_p0, sin_p0, plan.rope_style, stream);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const Impl& owner = *impls[i];
+        const int64_t p0 = parts[i].p0, rows = int64_t(parts[i].tokens.size()), r0 = at[i].first_row;
+        const DeviceRope& rope_rows = step.local_rope ? owner.ws->rope_local : owner.ws->rope;
+        const float* cos_p0 = rope_rows.cos.as<float>() + p0 * rope_pairs;
+        const float* sin_p0 = rope_rows.sin.as<float>() + p0 * rope_pairs;
+        cuda::apply_rope(qf + r0 * q_width, rows, q_width, c.n_head, c.head_dim, plan.rope.dim, cos_p0, sin_p0,
+                         plan.rope_style, stream);
+        cuda::apply_rope(k_new + r0 * kv_stride, rows, kv_stride, c.n_head_kv, c.head_dim, plan.rope.dim, cos_p0,
+                         sin_p0, plan.rope_style, stream);
+      }
       // Under a compact KV storage the mirror holds the rounded rows (forward.cpp).
-      cuda::round_kv_rows(kv_rounding, k_new, n, S, c.n_head_kv, c.head_dim, stream);
-      cuda::round_kv_rows(kv_rounding, v_new, n, S, c.n_head_kv, c.head_dim, stream);
-      cuda::attention(q.as<float>(), q_width, k_rows(l), v_rows(l), S, shape, p0, n, attn.as<float>(), q_width, stream);
+      cuda::round_kv_rows(kv_rounding, k_new, n, kv_stride, c.n_head_kv, c.head_dim, stream);
+      cuda::round_kv_rows(kv_rounding, v_new, n, kv_stride, c.n_head_kv, c.head_dim, stream);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const Impl& owner = *impls[i];
+        const int64_t p0 = parts[i].p0, rows = int64_t(parts[i].tokens.size()), r0 = at[i].first_row;
+        if (!alone) {
+          cuda::copy_rows(owner.k_rows(l) + p0 * S, S, k_new + r0 * kv_width, kv_width, rows, kv_width, stream);
+          cuda::copy_rows(owner.v_rows(l) + p0 * S, S, v_new + r0 * kv_width, kv_width, rows, kv_width, stream);
+        }
+        cuda::attention(qf + r0 * q_width, q_width, owner.k_rows(l), owner.v_rows(l), S, shape, p0, rows,
+                        attn.as<float>() + r0 * q_width, q_width, stream);
+      }
       const cuda::MatmulOutput o[1] = {{w.wo, proj.as<float>(), c.n_embd}};
       product(o, attn.as<float>(), q_width, n);
       if (step.out_bias) cuda::add_to_rows(proj.as<float>(), n, c.n_embd, w.bo, c.n_embd, stream);
@@ -576,9 +646,49 @@ CudaForward::~CudaForward() = default;
 
 int64_t CudaForward::weight_uploads() { return weight_upload_count.load(); }
 
+int64_t CudaForward::batched_passes() { return batched_pass_count.load(); }
+
 void CudaForward::forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
                           KvCache& host_cache) {
-  impl_->forward(tokens, p0, which, logits, host_cache);
+  const CudaForwardPart alone[1] = {{this, tokens, p0, which, logits, &host_cache}};
+  forward_batch(alone);
+}
+
+void CudaForward::forward_batch(std::span<const CudaForwardPart> parts) {
+  std::vector<CudaForwardPart> computed;  // the parts with tokens
+  std::vector<Impl*> impls;
+  for (const CudaForwardPart& part : parts) {
+    if (!part.forward || !part.host_cache)
+      throw Error(ErrorCode::InvalidArgument, "a batched CUDA pass's part names no CudaForward or host cache");
+    Impl& impl = *part.forward->impl_;
+    if (!impls.empty() && (impl.model != impls.front()->model || !(impl.recipe == impls.front()->recipe)))
+      throw Error(ErrorCode::InvalidArgument, "a batched CUDA pass runs one model and recipe");
+    for (const CudaForwardPart& other : computed)
+      if (other.forward == part.forward)
+        throw Error(ErrorCode::InvalidArgument, "a CudaForward appears twice in one batched pass");
+    impl.prepare(part);
+    if (part.tokens.empty()) {
+      if (part.logits) part.logits->clear();
+      continue;
+    }
+    computed.push_back(part);
+    impls.push_back(&impl);
+  }
+  if (computed.empty()) return;
+  Impl& lead = *impls.front();
+  std::vector<Staged> staged;
+  try {
+    for (size_t i = 0; i < computed.size(); ++i) staged.push_back(impls[i]->stage(computed[i]));
+    // The pass runs on the lead's stream: the others' uploads land first.
+    for (Impl* impl : impls)
+      if (impl != &lead) impl->stream.synchronize();
+    lead.run_pass(computed, impls);
+  } catch (...) {
+    for (Impl* impl : impls) impl->fail();
+    throw;
+  }
+  for (size_t i = 0; i < computed.size(); ++i) impls[i]->advance(computed[i], staged[i]);
+  if (computed.size() > 1) ++batched_pass_count;
 }
 
 void CudaForward::truncate(int64_t n) { impl_->valid = std::min(impl_->valid, std::max<int64_t>(n, 0)); }
@@ -602,8 +712,12 @@ CudaForward::CudaForward(std::shared_ptr<const Model>, int64_t, Recipe, size_t) 
 CudaForward::~CudaForward() = default;
 
 int64_t CudaForward::weight_uploads() { return 0; }
+int64_t CudaForward::batched_passes() { return 0; }
 
 void CudaForward::forward(std::span<const int32_t>, int64_t, LogitsFor, std::vector<float>*, KvCache&) {
+  throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
+}
+void CudaForward::forward_batch(std::span<const CudaForwardPart>) {
   throw Error(ErrorCode::Unsupported, "this build has no CUDA support (configure with -DKVG_CUDA=ON and nvcc)");
 }
 void CudaForward::truncate(int64_t) {}

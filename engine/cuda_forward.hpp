@@ -31,6 +31,19 @@
 
 namespace kvg {
 
+class CudaForward;
+
+// One CudaForward's share of a batched pass (CudaForward::forward_batch):
+// forward()'s arguments.
+struct CudaForwardPart {
+  CudaForward* forward = nullptr;
+  std::span<const int32_t> tokens;
+  int64_t p0 = 0;
+  LogitsFor which = LogitsFor::Last;
+  std::vector<float>* logits = nullptr;
+  KvCache* host_cache = nullptr;
+};
+
 
 class CudaForward {
  public:
@@ -70,6 +83,19 @@ class CudaForward {
   // truncate(0) — an address can be reused by a new cache.
   void forward(std::span<const int32_t> tokens, int64_t p0, LogitsFor which, std::vector<float>* logits,
                KvCache& host_cache);
+
+  // forward() of several CudaForwards of one model and recipe (each its own
+  // session's) in one pass: their rows go through every product together,
+  // so the weights are read once for all, while each part's rotary
+  // embedding and attention run at its own positions against its own KV
+  // mirror. Each part gets the bits forward() gives it alone. The pass runs
+  // on the first part's stream and workspace. Every part's tokens are
+  // checked before any device work; on any failure every part is as after
+  // a failed forward() (host cache not written, device_positions() not
+  // advanced). forward() is a pass of one part.
+  static void forward_batch(std::span<const CudaForwardPart> parts);
+  // Passes that carried more than one part, in this process.
+  static int64_t batched_passes();
 
   // Forgets device rows of positions >= n: call whenever the host cache's
   // rows from n on may change other than through forward() (truncation).

@@ -134,13 +134,7 @@ void step_together(std::span<Generation* const> generations) {
       running.push_back(g);
     }
   if (parts.empty()) return;
-  if (parts.front().session->runs_on() == Device::Cuda) {
-    // No batched GPU pass yet: GPU sessions take their passes one after
-    // another (still one process, one context, one weight upload).
-    for (const ForwardRequest& part : parts) part.session->forward(part.tokens, part.which, part.logits);
-  } else {
-    Session::forward_batch(parts);
-  }
+  Session::forward_batch(parts);
   for (Generation* g : running) g->advance();
 }
 

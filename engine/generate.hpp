@@ -112,8 +112,8 @@ GenerateResult generate(Session& session, std::span<const int32_t> prompt, const
 
 // One forward pass for the next part of each unfinished generation, then
 // each advanced. Their sessions must be able to share a pass (same model,
-// recipe and ISA, on the CPU: Session::forward_batch), else nothing runs and
-// kvg::Error says why. Sessions on a GPU run their parts one after another.
+// recipe and ISA, on one device: Session::forward_batch, on a GPU too),
+// else nothing runs and kvg::Error says why.
 void step_together(std::span<Generation* const> generations);
 
 }  // namespace kvg

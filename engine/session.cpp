@@ -127,7 +127,10 @@ void Session::forward_batch(std::span<const ForwardRequest> requests) {
                                                   r.session->options_.recipe.name() + " on " +
                                                   isa_name(r.session->options_.isa) + " cannot join " +
                                                   lead.options_.recipe.name() + " on " + isa_name(lead.options_.isa));
-    if (r.session->cuda_) throw Error(ErrorCode::Unsupported, "a batched forward pass runs on the CPU; this session runs on CUDA");
+    if (r.session->runs_on() != lead.runs_on())
+      throw Error(ErrorCode::InvalidArgument, std::string("a batched forward pass runs on one device: a session on ") +
+                                                  device_name(r.session->runs_on()) + " cannot join one on " +
+                                                  device_name(lead.runs_on()));
     for (const ForwardRequest& p : parts)
       if (p.session == r.session) throw Error(ErrorCode::InvalidArgument, "a session appears twice in one batched forward pass");
     r.session->check_tokens(r.tokens);
@@ -136,7 +139,25 @@ void Session::forward_batch(std::span<const ForwardRequest> requests) {
   for (const ForwardRequest& r : requests)
     if (r.tokens.empty() && r.logits) r.logits->clear();
   if (parts.empty()) return;
+  if (parts.front().session->cuda_) return forward_cuda_batch(parts);
   parts.front().session->forward_cpu(parts);
+  for (const ForwardRequest& p : parts) p.session->tokens_.insert(p.session->tokens_.end(), p.tokens.begin(), p.tokens.end());
+}
+
+void Session::forward_cuda_batch(std::span<const ForwardRequest> parts) {
+  std::vector<CudaForwardPart> on_gpu;
+  for (const ForwardRequest& p : parts)
+    on_gpu.push_back({p.session->cuda_.get(), p.tokens, p.session->n_past(), p.which, p.logits, &p.session->cache_});
+  try {
+    CudaForward::forward_batch(on_gpu);
+  } catch (const Error& e) {
+    // Out of device memory, no session changed: each takes its pass alone,
+    // where Device::Auto falls back to the CPU (forward()).
+    if (e.code() != ErrorCode::OutOfRange) throw;
+    for (const ForwardRequest& p : parts) p.session->forward(p.tokens, p.which, p.logits);
+    return;
+  }
+  parts.front().session->model_->check_weights_intact();
   for (const ForwardRequest& p : parts) p.session->tokens_.insert(p.session->tokens_.end(), p.tokens.begin(), p.tokens.end());
 }
 

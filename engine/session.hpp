@@ -99,8 +99,9 @@ class Session {
   // through each matrix product together, so the weights are read once for
   // all of them. Each session's logits and KV rows are those forward() on it
   // alone gives, bit for bit (every step is row-independent: docs/design.md).
-  // The sessions share one model, recipe and ISA, run on the CPU and appear
-  // once each; the first request's session runs the pass on its threads.
+  // The sessions share one model, recipe and ISA, run on one device and
+  // appear once each; the first request's session runs the pass on its
+  // threads, or on CUDA its workspace and stream (CudaForward::forward_batch).
   // Requests without tokens are skipped (their logits cleared).
   static void forward_batch(std::span<const ForwardRequest> requests);
 
@@ -144,6 +145,7 @@ class Session {
   // session's n_past().., their KV rows into its cache; the callers append
   // them to the histories. Run by parts[0].session, which must be this.
   void forward_cpu(std::span<const ForwardRequest> parts);
+  static void forward_cuda_batch(std::span<const ForwardRequest> parts);
   void add_residual(const std::vector<float>* post_norm, int64_t token, Isa isa);
   void norm_row(const float* x, const std::vector<float>& w, const std::vector<float>& b, float* y, Isa isa) const;
 

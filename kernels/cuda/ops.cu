@@ -139,6 +139,12 @@ __global__ void add_rows_kernel(float* x, int64_t n_rows, int64_t row_stride, co
   }
 }
 
+__global__ void copy_rows_kernel(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                                 int64_t n_rows, int64_t n) {
+  for (int64_t i = first_index(); i < n_rows * n; i += index_stride())
+    dst[(i / n) * dst_stride + i % n] = src[(i / n) * src_stride + i % n];
+}
+
 __global__ void exp_kernel(const float* in, float* out, int64_t n) {
   for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = detail::exp_f32(in[i]);
 }
@@ -229,6 +235,13 @@ void add_to_rows(float* x, int64_t n_rows, int64_t row_stride, const float* delt
   if (n_rows <= 0 || n <= 0) return;
   add_rows_kernel<<<grid_for(n_rows * n), kThreads, 0, native(stream)>>>(x, n_rows, row_stride, delta, n);
   detail::check_launch("bias add kernel launch");
+}
+
+void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n_rows, int64_t n,
+               const Stream& stream) {
+  if (n_rows <= 0 || n <= 0) return;
+  copy_rows_kernel<<<grid_for(n_rows * n), kThreads, 0, native(stream)>>>(dst, dst_stride, src, src_stride, n_rows, n);
+  detail::check_launch("row copy kernel launch");
 }
 
 void exp_values(const float* in, float* out, int64_t n, const Stream& stream) {

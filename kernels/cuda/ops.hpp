@@ -58,6 +58,12 @@ void add_inplace(float* x, const float* delta, int64_t n, const Stream& stream);
 // x[r * row_stride + i] += delta[i] for r < n_rows, i < n (a bias on every row).
 void add_to_rows(float* x, int64_t n_rows, int64_t row_stride, const float* delta, int64_t n, const Stream& stream);
 
+// dst[r * dst_stride + i] = src[r * src_stride + i] for r < n_rows, i < n:
+// rows moved between strided layouts (a batched pass's new KV rows into
+// each sequence's mirror), bit for bit.
+void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t n_rows, int64_t n,
+               const Stream& stream);
+
 // out[i] = exp_f32(in[i]): the recipe's exp alone, so tests can compare it
 // with the CPU definition over arbitrary inputs.
 void exp_values(const float* in, float* out, int64_t n, const Stream& stream);

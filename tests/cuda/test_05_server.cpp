@@ -81,8 +81,9 @@ TEST(CudaServer, SessionsOfOneModelUploadItsWeightsOnce) {
 
 // The engine worker's path on a GPU (engine/generate.hpp: step_together):
 // generations of one model on CUDA sessions join, wait and finish at their
-// own steps, share the one weight upload, and each decodes the tokens
-// generate() gives it alone on the CPU, under both recipes.
+// own steps, share the one weight upload and batched passes, and each
+// decodes the tokens generate() gives it alone on the CPU, under both
+// recipes.
 TEST(CudaServer, GenerationsSteppedTogetherEqualEachAloneOnTheCpu) {
   KVG_REQUIRE_GPU();
   for (const char* variant : {"f32", "q8_0"}) {
@@ -103,14 +104,86 @@ TEST(CudaServer, GenerationsSteppedTogetherEqualEachAloneOnTheCpu) {
     std::vector<std::unique_ptr<Session>> sessions;
     for (size_t i = 0; i < jobs.size(); ++i) sessions.push_back(std::make_unique<Session>(model, gpu));
     // Job 0 sits out every third step: a client not reading.
+    const int64_t batched_before = CudaForward::batched_passes();
     const auto tokens =
         test::step_jobs_together(sessions, jobs, [](size_t job, int step) { return !(job == 0 && step % 3 == 2); });
     EXPECT_EQ(CudaForward::weight_uploads() - uploads_before, 1) << variant;
+    EXPECT_GT(CudaForward::batched_passes() - batched_before, 0) << variant << ": the sessions shared passes";
     for (size_t i = 0; i < jobs.size(); ++i) {
       Session alone(model, cpu);
       EXPECT_EQ(tokens[i], generate(alone, jobs[i].prompt, jobs[i].options).tokens)
           << variant << " job " << i;
     }
+  }
+}
+
+// Whether two sessions hold the same KV bytes for every position they hold.
+bool same_kv(const Session& a, const Session& b) {
+  if (a.n_past() != b.n_past()) return false;
+  const KvCache &x = a.kv_cache(), &y = b.kv_cache();
+  const size_t row_bytes = size_t(x.row_floats()) * sizeof(float);
+  for (int l = 0; l < x.n_layer(); ++l)
+    for (int64_t p = 0; p < a.n_past(); ++p)
+      if (std::memcmp(x.k(l, p), y.k(l, p), row_bytes) != 0 || std::memcmp(x.v(l, p), y.v(l, p), row_bytes) != 0)
+        return false;
+  return true;
+}
+
+// The engine worker's batched pass on a GPU (CudaForward::forward_batch):
+// sessions at their own positions (one empty, one after a long prefill),
+// with a prefill chunk or a decode row, one asking every row's logits and
+// one none, go through one pass, twice; each session's logits and KV rows
+// are the bytes its CPU session gives alone, under every arithmetic, a
+// compact KV storage, and a family with q/k/v biases and NeoX rotary.
+TEST(CudaServer, ABatchedPassGivesEachSessionItsOwnCpuBits) {
+  KVG_REQUIRE_GPU();
+  struct Case {
+    const char* variant;
+    Recipe recipe;
+  };
+  for (const Case& c : {Case{"f32", {}}, Case{"q8_0", kQ8Recipe}, Case{"q8_0", {Arithmetic::Q8, KvStorage::I8}},
+                        Case{"f16-qwen2", {}}}) {
+    const auto model = synth_model(c.variant);
+    EngineOptions cpu, gpu;
+    cpu.recipe = gpu.recipe = c.recipe;
+    gpu.device = Device::Cuda;
+    struct Job {
+      size_t before, part;
+      LogitsFor which;
+    };
+    const Job jobs[] = {{7, 1, LogitsFor::Last}, {0, 5, LogitsFor::All}, {40, 3, LogitsFor::Last},
+                        {12, 2, LogitsFor::None}};
+    std::vector<std::unique_ptr<Session>> on_gpu, on_cpu;
+    std::vector<std::vector<int32_t>> tokens;
+    for (size_t i = 0; i < std::size(jobs); ++i) {
+      tokens.push_back(prompt_for(*model, jobs[i].before + 2 * jobs[i].part, 7919 + 13 * i));
+      on_gpu.push_back(std::make_unique<Session>(model, gpu));
+      on_cpu.push_back(std::make_unique<Session>(model, cpu));
+      const auto before = std::span<const int32_t>(tokens[i]).first(jobs[i].before);
+      on_gpu[i]->forward(before, LogitsFor::None, nullptr);
+      on_cpu[i]->forward(before, LogitsFor::None, nullptr);
+    }
+    const int64_t batched_before = CudaForward::batched_passes();
+    for (size_t pass = 0; pass < 2; ++pass) {
+      std::vector<std::vector<float>> gpu_logits(std::size(jobs)), cpu_logits(std::size(jobs));
+      std::vector<ForwardRequest> requests;
+      for (size_t i = 0; i < std::size(jobs); ++i) {
+        const auto part = std::span<const int32_t>(tokens[i]).subspan(jobs[i].before + pass * jobs[i].part, jobs[i].part);
+        requests.push_back({on_gpu[i].get(), part, jobs[i].which, &gpu_logits[i]});
+        on_cpu[i]->forward(part, jobs[i].which, &cpu_logits[i]);
+      }
+      Session::forward_batch(requests);
+      for (size_t i = 0; i < std::size(jobs); ++i) {
+        const std::string what = std::string(c.variant) + " " + c.recipe.name() + " pass " + std::to_string(pass) +
+                                 " session " + std::to_string(i);
+        if (jobs[i].which != LogitsFor::None) {
+          EXPECT_FALSE(gpu_logits[i].empty()) << what;
+          EXPECT_EQ(logits_sha256(gpu_logits[i]), logits_sha256(cpu_logits[i])) << what;
+        }
+        EXPECT_TRUE(same_kv(*on_gpu[i], *on_cpu[i])) << what;
+      }
+    }
+    EXPECT_EQ(CudaForward::batched_passes() - batched_before, 2) << c.variant;
   }
 }
 
