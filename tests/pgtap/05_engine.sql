@@ -1,7 +1,7 @@
 -- The engine functions as a kvg_user sees them, cancellation from another
 -- session, rollback of a capture, and a model switch.
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 \ir fixtures.psql
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
@@ -68,6 +68,19 @@ SELECT set_config('kvg.model', :'other', true) \g /dev/null
 SELECT isnt(public.kvg_model_info()->>'fingerprint', :'small_fingerprint', 'changing kvg.model loads the other model');
 SELECT throws_ok(format('SELECT public.kvg_generate(%L, 4, %L)', ' there', :'a'), '22V01', NULL,
                  'an artifact of another model is refused with 22V01');
+CREATE FUNCTION pg_temp.hint_of(statement text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+  hint text;
+BEGIN
+  EXECUTE statement;
+  RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+  RETURN hint;
+END $f$;
+SELECT matches(pg_temp.hint_of(format('SELECT public.kvg_generate(%L, 4, %L)', ' there', :'a')),
+               'not the one the artifact was captured with.*kvg_model_info\(\).*model_fingerprint',
+               'its hint says kvg.model names another model than the artifact''s, and how to find the right one');
 SELECT lives_ok($$SELECT public.kvg_generate('Once upon a time', 4)$$, 'the other model generates');
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
 SELECT is(public.kvg_model_info()->>'fingerprint', :'small_fingerprint', 'and back');

@@ -21,8 +21,9 @@ SqlError sql_error_for(ErrorCode code) noexcept {
     // catch them all as a data exception.
     case ErrorCode::ModelMismatch:
       return {MAKE_SQLSTATE('2', '2', 'V', '0', '1'),
-              "Set kvg.model to the model the artifact was captured with; compare kvg_model_info() "
-              "with kvg.artifacts.model_fingerprint."};
+              "The model kvg.model names now is not the one the artifact was captured with (another "
+              "path, or the same path holding other bytes); compare kvg_model_info() with "
+              "kvg.artifacts.model_fingerprint and set kvg.model to the model whose fingerprint matches."};
     case ErrorCode::RecipeMismatch:
       return {MAKE_SQLSTATE('2', '2', 'V', '0', '2'),
               "An artifact grafts only under the arithmetic recipe that produced it (kvg.artifacts.recipe)."};
