@@ -96,89 +96,150 @@ std::vector<uint8_t> small_file(Layout* layout) { return small_writer().serializ
 
 // ---------------------------------------------------------------- test models
 
+// What a golden file's header and directory say.
+struct GoldenLayout {
+  uint64_t size, n_metadata, n_tensors, data_offset;
+};
+
+void expect_layout(const File& f, const GoldenLayout& g) {
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.alignment(), 32u);
+  EXPECT_EQ(f.bytes().size(), g.size);
+  EXPECT_EQ(f.metadata().size(), g.n_metadata);
+  EXPECT_EQ(f.tensors().size(), g.n_tensors);
+  EXPECT_EQ(f.data_offset(), g.data_offset);
+}
+
+// A llama file's hyperparameters, as its metadata states them.
+struct LlamaShape {
+  uint64_t context, embd, ff, blocks, heads, heads_kv, rope_dims;
+  uint64_t kv_width() const { return embd / heads * heads_kv; }
+};
+
+void expect_llama_shape(const File& f, const LlamaShape& s) {
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_uint("llama.context_length"), s.context);
+  EXPECT_EQ(f.get_uint("llama.embedding_length"), s.embd);
+  EXPECT_EQ(f.get_uint("llama.feed_forward_length"), s.ff);
+  EXPECT_EQ(f.get_uint("llama.block_count"), s.blocks);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count"), s.heads);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count_kv"), s.heads_kv);
+  EXPECT_EQ(f.get_uint("llama.rope.dimension_count"), s.rope_dims);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
+}
+
+// The tokenizer's three arrays, each checked to hold n entries.
+struct Vocabulary {
+  std::vector<std::string_view> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+};
+
+Vocabulary vocabulary(const File& f, size_t n) {
+  Vocabulary v{f.get_string_array("tokenizer.ggml.tokens"), f.get_f32_array("tokenizer.ggml.scores"),
+               f.get_i32_array("tokenizer.ggml.token_type")};
+  EXPECT_EQ(v.tokens.size(), n);
+  EXPECT_EQ(v.scores.size(), n);
+  EXPECT_EQ(v.types.size(), n);
+  return v;
+}
+
+// A llama (SentencePiece) vocabulary's head: <unk>, <s>, </s>, then the 256
+// byte tokens <0x00> .. <0xFF>.
+void expect_byte_tokens(const Vocabulary& v) {
+  ASSERT_GE(v.tokens.size(), 259u);
+  EXPECT_EQ(v.tokens[0], "<unk>");
+  EXPECT_EQ(v.tokens[1], "<s>");
+  EXPECT_EQ(v.tokens[2], "</s>");
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    EXPECT_EQ(v.tokens[size_t(3 + b)], name);
+  }
+}
+
+using ExpectedTensors = std::map<std::string, std::pair<TensorType, std::vector<uint64_t>>>;
+
+// Every tensor of a llama file of shape s: matrices of one type, norms F32,
+// and output.weight unless the output is tied to the embeddings.
+ExpectedTensors llama_tensors(const LlamaShape& s, TensorType matrices, uint64_t vocab, bool tied_output) {
+  ExpectedTensors expected = {{"token_embd.weight", {matrices, {s.embd, vocab}}},
+                              {"output_norm.weight", {TensorType::F32, {s.embd}}}};
+  if (!tied_output) expected["output.weight"] = {matrices, {s.embd, vocab}};
+  for (uint64_t l = 0; l < s.blocks; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    expected[p + "attn_q.weight"] = {matrices, {s.embd, s.embd}};
+    expected[p + "attn_k.weight"] = {matrices, {s.embd, s.kv_width()}};
+    expected[p + "attn_v.weight"] = {matrices, {s.embd, s.kv_width()}};
+    expected[p + "attn_output.weight"] = {matrices, {s.embd, s.embd}};
+    expected[p + "ffn_gate.weight"] = {matrices, {s.embd, s.ff}};
+    expected[p + "ffn_up.weight"] = {matrices, {s.embd, s.ff}};
+    expected[p + "ffn_down.weight"] = {matrices, {s.ff, s.embd}};
+    expected[p + "attn_norm.weight"] = {TensorType::F32, {s.embd}};
+    expected[p + "ffn_norm.weight"] = {TensorType::F32, {s.embd}};
+  }
+  return expected;
+}
+
+struct TensorTotals {
+  uint64_t params = 0, bytes = 0, end = 0;  // end: one past the last tensor byte
+  std::map<TensorType, int> per_type;
+};
+
+// Checks that f holds exactly the expected tensors (name, type, shape), each
+// of its type's size and where its offset says; returns their totals.
+TensorTotals expect_tensors(const File& f, ExpectedTensors expected) {
+  TensorTotals totals;
+  for (const auto& t : f.tensors()) {
+    const auto it = expected.find(t.name);
+    if (it == expected.end()) {
+      ADD_FAILURE() << "unexpected tensor " << t.name;
+      continue;
+    }
+    EXPECT_EQ(t.type, it->second.first) << t.name;
+    EXPECT_EQ(t.ne, it->second.second) << t.name;
+    EXPECT_EQ(t.n_bytes, t.type == TensorType::Q8_0 ? t.n_elements / 32 * 34 : t.n_elements * 4) << t.name;
+    EXPECT_EQ(uint64_t(t.data - f.bytes().data()), f.data_offset() + t.offset) << t.name;
+    totals.params += t.n_elements;
+    totals.bytes += t.n_bytes;
+    totals.end = std::max(totals.end, f.data_offset() + t.offset + t.n_bytes);
+    ++totals.per_type[t.type];
+    expected.erase(it);
+  }
+  for (const auto& [name, _] : expected) ADD_FAILURE() << "missing tensor " << name;
+  return totals;
+}
+
 TEST(GgufShared, Stories260K) {
   KVG_REQUIRE_TEST_DATA(test::kStories260K);
   auto f = File::open(test::data_path(test::kStories260K));
-  EXPECT_EQ(f->version(), 3u);
-  EXPECT_EQ(f->alignment(), 32u);
-  EXPECT_EQ(f->bytes().size(), 1185376u);
-  EXPECT_EQ(f->metadata().size(), 19u);
-  EXPECT_EQ(f->tensors().size(), 48u);
-  EXPECT_EQ(f->data_offset(), 14176u);
+  expect_layout(*f, {.size = 1185376, .n_metadata = 19, .n_tensors = 48, .data_offset = 14176});
+  const LlamaShape shape{.context = 2048, .embd = 64, .ff = 172, .blocks = 5, .heads = 8, .heads_kv = 4, .rope_dims = 8};
+  expect_llama_shape(*f, shape);
 
-  EXPECT_EQ(f->get_string("general.architecture"), "llama");
   EXPECT_EQ(f->get_string("general.name"), "llama");
   EXPECT_EQ(f->find("general.license"), nullptr);
   EXPECT_EQ(f->find("general.file_type"), nullptr);
-  EXPECT_EQ(f->get_uint("llama.context_length"), 2048u);
-  EXPECT_EQ(f->get_uint("llama.embedding_length"), 64u);
-  EXPECT_EQ(f->get_uint("llama.feed_forward_length"), 172u);
-  EXPECT_EQ(f->get_uint("llama.block_count"), 5u);
-  EXPECT_EQ(f->get_uint("llama.attention.head_count"), 8u);
-  EXPECT_EQ(f->get_uint("llama.attention.head_count_kv"), 4u);
-  EXPECT_EQ(f->get_uint("llama.rope.dimension_count"), 8u);
   EXPECT_FALSE(f->opt_float("llama.rope.freq_base").has_value());
   EXPECT_EQ(float(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
 
-  EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "llama");
-  const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
-  const auto scores = f->get_f32_array("tokenizer.ggml.scores");
-  const auto types = f->get_i32_array("tokenizer.ggml.token_type");
-  ASSERT_EQ(tokens.size(), 512u);
-  ASSERT_EQ(scores.size(), 512u);
-  ASSERT_EQ(types.size(), 512u);
-  EXPECT_EQ(tokens[0], "<unk>");
-  EXPECT_EQ(tokens[1], "<s>");
-  EXPECT_EQ(tokens[2], "</s>");
-  EXPECT_EQ(tokens[3], "<0x00>");
-  EXPECT_EQ(tokens[258], "<0xFF>");
-  EXPECT_EQ(*std::max_element(scores.begin(), scores.end()), 0.0f);
-  EXPECT_EQ(*std::min_element(scores.begin(), scores.end()), -252.0f);
+  const Vocabulary v = vocabulary(*f, 512);
+  expect_byte_tokens(v);
+  EXPECT_EQ(*std::max_element(v.scores.begin(), v.scores.end()), 0.0f);
+  EXPECT_EQ(*std::min_element(v.scores.begin(), v.scores.end()), -252.0f);
   std::map<int32_t, int> type_count;
-  for (int32_t t : types) ++type_count[t];
-  EXPECT_EQ(type_count[6], 256);
-  EXPECT_EQ(type_count[1], 253);
-  EXPECT_EQ(type_count[3], 2);
-  EXPECT_EQ(type_count[2], 1);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.unknown_token_id"), 0u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.bos_token_id"), 1u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.eos_token_id"), 2u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.seperator_token_id"), 0xFFFFFFFFu);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.padding_token_id"), 0xFFFFFFFFu);
+  for (int32_t t : v.types) ++type_count[t];
+  EXPECT_EQ(type_count, (std::map<int32_t, int>{{1, 253}, {2, 1}, {3, 2}, {6, 256}}));
+  const std::map<std::string, uint64_t> special_ids = {
+      {"unknown", 0}, {"bos", 1}, {"eos", 2}, {"seperator", 0xFFFFFFFFu}, {"padding", 0xFFFFFFFFu}};
+  for (const auto& [which, id] : special_ids) EXPECT_EQ(f->get_uint("tokenizer.ggml." + which + "_token_id"), id) << which;
   EXPECT_FALSE(f->opt_bool("tokenizer.ggml.add_bos_token").has_value());
   EXPECT_EQ(f->find("tokenizer.ggml.merges"), nullptr);
 
-  std::map<std::string, std::vector<uint64_t>> expected = {
-      {"token_embd.weight", {64, 512}}, {"output.weight", {64, 512}}, {"output_norm.weight", {64}}};
-  for (int l = 0; l < 5; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    expected[p + "attn_q.weight"] = {64, 64};
-    expected[p + "attn_k.weight"] = {64, 32};
-    expected[p + "attn_v.weight"] = {64, 32};
-    expected[p + "attn_output.weight"] = {64, 64};
-    expected[p + "ffn_gate.weight"] = {64, 172};
-    expected[p + "ffn_up.weight"] = {64, 172};
-    expected[p + "ffn_down.weight"] = {172, 64};
-    expected[p + "attn_norm.weight"] = {64};
-    expected[p + "ffn_norm.weight"] = {64};
-  }
-  uint64_t params = 0, bytes = 0, end = 0;
-  for (const auto& t : f->tensors()) {
-    ASSERT_TRUE(expected.count(t.name)) << t.name;
-    EXPECT_EQ(t.ne, expected[t.name]) << t.name;
-    EXPECT_EQ(t.type, TensorType::F32) << t.name;
-    EXPECT_EQ(t.n_bytes, t.n_elements * 4);
-    EXPECT_EQ(uint64_t(t.data - f->bytes().data()), f->data_offset() + t.offset);
-    params += t.n_elements;
-    bytes += t.n_bytes;
-    end = std::max(end, f->data_offset() + t.offset + t.n_bytes);
-    expected.erase(t.name);
-  }
-  EXPECT_TRUE(expected.empty());
-  EXPECT_EQ(params, 292800u);
-  EXPECT_EQ(bytes, 1171200u);
-  EXPECT_EQ(end, f->bytes().size());
-  ASSERT_NE(f->find_tensor("output.weight"), nullptr);
+  const TensorTotals totals = expect_tensors(*f, llama_tensors(shape, TensorType::F32, 512, /*tied_output=*/false));
+  EXPECT_EQ(totals.params, 292800u);
+  EXPECT_EQ(totals.bytes, 1171200u);
+  EXPECT_EQ(totals.end, f->bytes().size());
   EXPECT_EQ(f->find_tensor("blk.5.attn_q.weight"), nullptr);
   EXPECT_EQ(f->find_tensor("token_embd.weight")->offset, 0u);
 }
@@ -186,25 +247,14 @@ TEST(GgufShared, Stories260K) {
 TEST(GgufShared, TinyStories656K) {
   KVG_REQUIRE_TEST_DATA(test::kTinyStories656K);
   auto f = File::open(test::data_path(test::kTinyStories656K));
-  EXPECT_EQ(f->version(), 3u);
-  EXPECT_EQ(f->alignment(), 32u);
-  EXPECT_EQ(f->bytes().size(), 749728u);
-  EXPECT_EQ(f->metadata().size(), 34u);
-  EXPECT_EQ(f->tensors().size(), 20u);
-  EXPECT_EQ(f->data_offset(), 50848u);
+  expect_layout(*f, {.size = 749728, .n_metadata = 34, .n_tensors = 20, .data_offset = 50848});
+  const LlamaShape shape{.context = 512, .embd = 128, .ff = 384, .blocks = 2, .heads = 8, .heads_kv = 4, .rope_dims = 16};
+  expect_llama_shape(*f, shape);
 
-  EXPECT_EQ(f->get_string("general.architecture"), "llama");
   EXPECT_EQ(f->get_string("general.name"), "Raincandy U TinyStories 656K");
   EXPECT_EQ(f->get_string("general.license"), "apache-2.0");
   EXPECT_EQ(f->get_uint("general.file_type"), 7u);
   EXPECT_EQ(f->get_uint("general.quantization_version"), 2u);
-  EXPECT_EQ(f->get_uint("llama.context_length"), 512u);
-  EXPECT_EQ(f->get_uint("llama.embedding_length"), 128u);
-  EXPECT_EQ(f->get_uint("llama.feed_forward_length"), 384u);
-  EXPECT_EQ(f->get_uint("llama.block_count"), 2u);
-  EXPECT_EQ(f->get_uint("llama.attention.head_count"), 8u);
-  EXPECT_EQ(f->get_uint("llama.attention.head_count_kv"), 4u);
-  EXPECT_EQ(f->get_uint("llama.rope.dimension_count"), 16u);
   EXPECT_EQ(f->get_float("llama.rope.freq_base"), 10000.0);
   EXPECT_EQ(float(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-6f);
   EXPECT_EQ(f->get_uint("llama.vocab_size"), 2048u);
@@ -212,55 +262,24 @@ TEST(GgufShared, TinyStories656K) {
   ASSERT_EQ(languages.size(), 1u);
   EXPECT_EQ(languages[0], "en");
 
-  EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "llama");
   EXPECT_EQ(f->get_string("tokenizer.ggml.pre"), "default");
-  const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
-  const auto scores = f->get_f32_array("tokenizer.ggml.scores");
-  const auto types = f->get_i32_array("tokenizer.ggml.token_type");
-  ASSERT_EQ(tokens.size(), 2048u);
-  EXPECT_EQ(tokens[1], "<|start_story|>");
-  EXPECT_EQ(tokens[2], "<|end_story|>");
-  EXPECT_TRUE(std::all_of(scores.begin(), scores.end(), [](float s) { return s == -1000.0f; }));
-  EXPECT_EQ(std::count(types.begin(), types.end(), 1), 2045);
-  EXPECT_EQ(std::count(types.begin(), types.end(), 3), 3);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.bos_token_id"), 1u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.eos_token_id"), 2u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.unknown_token_id"), 0u);
-  EXPECT_EQ(f->get_uint("tokenizer.ggml.padding_token_id"), 0u);
+  const Vocabulary v = vocabulary(*f, 2048);
+  EXPECT_EQ(v.tokens[1], "<|start_story|>");
+  EXPECT_EQ(v.tokens[2], "<|end_story|>");
+  EXPECT_TRUE(std::all_of(v.scores.begin(), v.scores.end(), [](float s) { return s == -1000.0f; }));
+  EXPECT_EQ(std::count(v.types.begin(), v.types.end(), 1), 2045);
+  EXPECT_EQ(std::count(v.types.begin(), v.types.end(), 3), 3);
+  const std::map<std::string, uint64_t> special_ids = {{"bos", 1}, {"eos", 2}, {"unknown", 0}, {"padding", 0}};
+  for (const auto& [which, id] : special_ids) EXPECT_EQ(f->get_uint("tokenizer.ggml." + which + "_token_id"), id) << which;
   EXPECT_EQ(f->opt_bool("tokenizer.ggml.add_bos_token"), std::optional<bool>(true));
   EXPECT_EQ(f->opt_bool("tokenizer.ggml.add_eos_token"), std::optional<bool>(false));
 
   EXPECT_EQ(f->find_tensor("output.weight"), nullptr);  // tied to token_embd
-  std::map<std::string, std::pair<TensorType, std::vector<uint64_t>>> expected = {
-      {"token_embd.weight", {TensorType::Q8_0, {128, 2048}}}, {"output_norm.weight", {TensorType::F32, {128}}}};
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    expected[p + "attn_q.weight"] = {TensorType::Q8_0, {128, 128}};
-    expected[p + "attn_k.weight"] = {TensorType::Q8_0, {128, 64}};
-    expected[p + "attn_v.weight"] = {TensorType::Q8_0, {128, 64}};
-    expected[p + "attn_output.weight"] = {TensorType::Q8_0, {128, 128}};
-    expected[p + "ffn_gate.weight"] = {TensorType::Q8_0, {128, 384}};
-    expected[p + "ffn_up.weight"] = {TensorType::Q8_0, {128, 384}};
-    expected[p + "ffn_down.weight"] = {TensorType::Q8_0, {384, 128}};
-    expected[p + "attn_norm.weight"] = {TensorType::F32, {128}};
-    expected[p + "ffn_norm.weight"] = {TensorType::F32, {128}};
-  }
-  uint64_t params = 0, bytes = 0;
-  int q8 = 0, f32 = 0;
-  for (const auto& t : f->tensors()) {
-    ASSERT_TRUE(expected.count(t.name)) << t.name;
-    EXPECT_EQ(t.type, expected[t.name].first) << t.name;
-    EXPECT_EQ(t.ne, expected[t.name].second) << t.name;
-    (t.type == TensorType::Q8_0 ? q8 : f32)++;
-    params += t.n_elements;
-    bytes += t.n_bytes;
-    expected.erase(t.name);
-  }
-  EXPECT_TRUE(expected.empty());
-  EXPECT_EQ(q8, 15);
-  EXPECT_EQ(f32, 5);
-  EXPECT_EQ(params, 656000u);
-  EXPECT_EQ(bytes, 698880u);
+  const TensorTotals totals = expect_tensors(*f, llama_tensors(shape, TensorType::Q8_0, 2048, /*tied_output=*/true));
+  EXPECT_EQ(totals.per_type, (std::map<TensorType, int>{{TensorType::Q8_0, 15}, {TensorType::F32, 5}}));
+  EXPECT_EQ(totals.params, 656000u);
+  EXPECT_EQ(totals.bytes, 698880u);
+  EXPECT_EQ(totals.end, f->bytes().size());
   EXPECT_EQ(f->find_tensor("token_embd.weight")->n_bytes, 128u * 2048 / 32 * 34);
 }
 
@@ -525,43 +544,23 @@ TEST(GgufSynth, RoundTrip) {
     write_synth_model(o, path);
     auto f = File::open(path);
     EXPECT_EQ(f->version(), 3u);
-    EXPECT_EQ(f->get_string("general.architecture"), "llama");
+    expect_llama_shape(*f, {.context = 128, .embd = 64, .ff = 96, .blocks = 2, .heads = 4, .heads_kv = 2, .rope_dims = 16});
     EXPECT_FALSE(f->get_string("general.name").empty());
     EXPECT_EQ(f->get_uint("general.file_type"), type == "f32" ? 0u : type == "f16" ? 1u : 7u);
-    EXPECT_EQ(f->get_uint("llama.context_length"), 128u);
-    EXPECT_EQ(f->get_uint("llama.embedding_length"), 64u);
-    EXPECT_EQ(f->get_uint("llama.feed_forward_length"), 96u);
-    EXPECT_EQ(f->get_uint("llama.block_count"), 2u);
-    EXPECT_EQ(f->get_uint("llama.attention.head_count"), 4u);
-    EXPECT_EQ(f->get_uint("llama.attention.head_count_kv"), 2u);
-    EXPECT_EQ(f->get_uint("llama.rope.dimension_count"), 16u);
     EXPECT_EQ(f->get_float("llama.rope.freq_base"), 500000.0);
     EXPECT_EQ(float(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
     EXPECT_EQ(f->get_uint("llama.vocab_size"), 300u);
 
-    EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "llama");
-    const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
-    const auto scores = f->get_f32_array("tokenizer.ggml.scores");
-    const auto types = f->get_i32_array("tokenizer.ggml.token_type");
-    ASSERT_EQ(tokens.size(), 300u);
-    ASSERT_EQ(scores.size(), 300u);
-    ASSERT_EQ(types.size(), 300u);
-    EXPECT_EQ(tokens[0], "<unk>");
-    EXPECT_EQ(tokens[1], "<s>");
-    EXPECT_EQ(tokens[2], "</s>");
-    EXPECT_EQ(tokens[3], "<0x00>");
-    EXPECT_EQ(tokens[3 + 0x41], "<0x41>");
-    EXPECT_EQ(tokens[258], "<0xFF>");
-    EXPECT_EQ(tokens[259], "\xe2\x96\x81");
-    EXPECT_EQ(types[0], 2);
-    EXPECT_EQ(types[1], 3);
-    EXPECT_EQ(types[2], 3);
-    for (int i = 3; i < 259; ++i) EXPECT_EQ(types[i], 6);
-    for (int i = 259; i < 300; ++i) EXPECT_EQ(types[i], 1);
-    EXPECT_EQ(std::set<std::string_view>(tokens.begin(), tokens.end()).size(), 300u);
-    EXPECT_EQ(f->get_uint("tokenizer.ggml.bos_token_id"), 1u);
-    EXPECT_EQ(f->get_uint("tokenizer.ggml.eos_token_id"), 2u);
-    EXPECT_EQ(f->get_uint("tokenizer.ggml.unknown_token_id"), 0u);
+    const Vocabulary v = vocabulary(*f, 300);
+    expect_byte_tokens(v);
+    EXPECT_EQ(v.tokens[259], "\xe2\x96\x81");
+    const std::vector<int32_t> head_types = {2, 3, 3};
+    EXPECT_TRUE(std::equal(head_types.begin(), head_types.end(), v.types.begin()));
+    EXPECT_EQ(std::count(v.types.begin() + 3, v.types.begin() + 259, 6), 256);
+    EXPECT_EQ(std::count(v.types.begin() + 259, v.types.end(), 1), 300 - 259);
+    EXPECT_EQ(std::set<std::string_view>(v.tokens.begin(), v.tokens.end()).size(), 300u);
+    const std::map<std::string, uint64_t> special_ids = {{"bos", 1}, {"eos", 2}, {"unknown", 0}};
+    for (const auto& [which, id] : special_ids) EXPECT_EQ(f->get_uint("tokenizer.ggml." + which + "_token_id"), id) << which;
     EXPECT_EQ(f->opt_bool("tokenizer.ggml.add_bos_token"), std::optional<bool>(true));
 
     const auto expected = synth_tensors(o);
