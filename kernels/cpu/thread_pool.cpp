@@ -11,13 +11,7 @@
 
 namespace kvg {
 
-namespace {
-// Spinning briefly before sleeping keeps per-layer dispatch cheap during
-// decode (dozens of parallel regions per token) without burning a core idle.
-constexpr int kSpinRounds = 20000;
-}  // namespace
-
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, int spin_rounds) : spin_rounds_(spin_rounds) {
   if (n_threads <= 1) return;
   // Fault signals stay deliverable: a worker reading a model file truncated
   // under it must reach the SIGBUS handler (engine/gguf/mapping_guard.hpp).
@@ -56,6 +50,7 @@ void ThreadPool::run(size_t n_tasks, const std::function<void(size_t)>& fn) {
     while (busy_workers_.load(std::memory_order_acquire) != 0) KVG_CPU_RELAX();
     job_ = &fn;
     job_tasks_ = n_tasks;
+    parked_.store(false, std::memory_order_relaxed);
     next_task_.store(0, std::memory_order_relaxed);
     done_tasks_.store(0, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
@@ -65,16 +60,21 @@ void ThreadPool::run(size_t n_tasks, const std::function<void(size_t)>& fn) {
   while (done_tasks_.load(std::memory_order_acquire) < n_tasks) KVG_CPU_RELAX();
 }
 
+void ThreadPool::park() { parked_.store(true, std::memory_order_relaxed); }
+
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinRounds) {
+    while (generation_.load(std::memory_order_acquire) == seen && spins < spin_rounds_ &&
+           !parked_.load(std::memory_order_relaxed)) {
       KVG_CPU_RELAX();
       ++spins;
     }
     std::unique_lock<std::mutex> lock(mutex_);
+    sleeping_.fetch_add(1, std::memory_order_acq_rel);
     wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    sleeping_.fetch_sub(1, std::memory_order_acq_rel);
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_) return;
     // Taken under the mutex, so run() cannot install the next job meanwhile.

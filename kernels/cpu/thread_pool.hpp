@@ -19,8 +19,14 @@ namespace kvg {
 
 class ThreadPool {
  public:
+  // Spinning briefly before sleeping keeps per-layer dispatch cheap during
+  // decode (dozens of parallel regions per token) without burning a core idle.
+  static constexpr int kDefaultSpinRounds = 20000;
+
   // n_threads counts the calling thread: 1 means "run inline, no workers".
-  explicit ThreadPool(int n_threads);
+  // spin_rounds: pause instructions a worker spins for the next job before
+  // it sleeps.
+  explicit ThreadPool(int n_threads, int spin_rounds = kDefaultSpinRounds);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -30,6 +36,15 @@ class ThreadPool {
   // Calls fn(i) for every i in [0, n_tasks), spread over the pool; returns when
   // all calls have returned. fn must not throw.
   void run(size_t n_tasks, const std::function<void(size_t)>& fn);
+
+  // Tells the workers spinning for the next job to sleep now: for a caller
+  // that knows a while of other work comes before its next run() (the engine
+  // worker between passes), so the spin does not take a core from the
+  // processes that work needs. The next run() wakes them; no result changes.
+  void park();
+
+  // Workers asleep now, waiting for a job (for tests).
+  int sleeping() const { return sleeping_.load(std::memory_order_acquire); }
 
  private:
   void worker_loop();
@@ -44,6 +59,9 @@ class ThreadPool {
   std::atomic<size_t> done_tasks_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> busy_workers_{0};
+  std::atomic<bool> parked_{false};
+  std::atomic<int> sleeping_{0};
+  const int spin_rounds_;
   bool stopping_ = false;
 };
 

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dequantize.hpp"
@@ -490,6 +492,29 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnceAcrossManyJobs) {
     pool.run(n, [&](size_t i) { hits[i].fetch_add(1); });
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " task " << i;
   }
+}
+
+// Waits up to 5 s for the pool's sleeping workers to number n.
+bool sleeping_becomes(const ThreadPool& pool, int n) {
+  for (int i = 0; i < 500 && pool.sleeping() != n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return pool.sleeping() == n;
+}
+
+TEST(ThreadPool, ParkPutsSpinningWorkersToSleepAndTheNextRunWakesThem) {
+  // Spinning for about a minute: only park() puts these workers to sleep soon.
+  ThreadPool pool(3, /*spin_rounds=*/1 << 30);
+  std::vector<std::atomic<int>> hits(64);
+  const auto job = [&](size_t i) { hits[i].fetch_add(1); };
+  pool.run(hits.size(), job);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(pool.sleeping(), 0) << "the workers should still be spinning";
+  pool.park();
+  EXPECT_TRUE(sleeping_becomes(pool, 2)) << pool.sleeping() << " of 2 workers asleep after park()";
+  for (int job_no = 0; job_no < 50; ++job_no) pool.run(hits.size(), job);
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 51) << "task " << i;
+  EXPECT_TRUE(sleeping_becomes(pool, 0)) << "a run() after park() should wake the workers, to spin again";
+  pool.park();
+  EXPECT_TRUE(sleeping_becomes(pool, 2));
 }
 
 }  // namespace

@@ -777,6 +777,10 @@ void Worker::run() {
     admit();
     for (auto& s : waiting_) flush(*s);  // refusals
     const bool stepped = step();
+    // Replies, reaping and the next claims come before the next pass: the
+    // pool's threads sleep meanwhile rather than spin on the cores the
+    // callers' backends need (docs/engine-worker.md, a small model).
+    if (pool_) pool_->park();
     for (auto& s : running_) flush(*s);
     reap();
     publish();
