@@ -128,20 +128,21 @@ void expect_llama_shape(const File& f, const LlamaShape& s) {
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
 }
 
-// The tokenizer's three arrays, each checked to hold n entries.
+// The tokenizer's three arrays.
 struct Vocabulary {
   std::vector<std::string_view> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
 };
 
-Vocabulary vocabulary(const File& f, size_t n) {
-  Vocabulary v{f.get_string_array("tokenizer.ggml.tokens"), f.get_f32_array("tokenizer.ggml.scores"),
-               f.get_i32_array("tokenizer.ggml.token_type")};
-  EXPECT_EQ(v.tokens.size(), n);
-  EXPECT_EQ(v.scores.size(), n);
-  EXPECT_EQ(v.types.size(), n);
-  return v;
+// Reads them into v, asserting each holds n entries (callers wrap it in
+// ASSERT_NO_FATAL_FAILURE, so nothing indexes a short array).
+void read_vocabulary(const File& f, size_t n, Vocabulary& v) {
+  v = {f.get_string_array("tokenizer.ggml.tokens"), f.get_f32_array("tokenizer.ggml.scores"),
+       f.get_i32_array("tokenizer.ggml.token_type")};
+  ASSERT_EQ(v.tokens.size(), n);
+  ASSERT_EQ(v.scores.size(), n);
+  ASSERT_EQ(v.types.size(), n);
 }
 
 // A llama (SentencePiece) vocabulary's head: <unk>, <s>, </s>, then the 256
@@ -223,7 +224,8 @@ TEST(GgufShared, Stories260K) {
   EXPECT_FALSE(f->opt_float("llama.rope.freq_base").has_value());
   EXPECT_EQ(float(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
 
-  const Vocabulary v = vocabulary(*f, 512);
+  Vocabulary v;
+  ASSERT_NO_FATAL_FAILURE(read_vocabulary(*f, 512, v));
   expect_byte_tokens(v);
   EXPECT_EQ(*std::max_element(v.scores.begin(), v.scores.end()), 0.0f);
   EXPECT_EQ(*std::min_element(v.scores.begin(), v.scores.end()), -252.0f);
@@ -240,6 +242,7 @@ TEST(GgufShared, Stories260K) {
   EXPECT_EQ(totals.params, 292800u);
   EXPECT_EQ(totals.bytes, 1171200u);
   EXPECT_EQ(totals.end, f->bytes().size());
+  ASSERT_NE(f->find_tensor("output.weight"), nullptr);
   EXPECT_EQ(f->find_tensor("blk.5.attn_q.weight"), nullptr);
   EXPECT_EQ(f->find_tensor("token_embd.weight")->offset, 0u);
 }
@@ -263,7 +266,8 @@ TEST(GgufShared, TinyStories656K) {
   EXPECT_EQ(languages[0], "en");
 
   EXPECT_EQ(f->get_string("tokenizer.ggml.pre"), "default");
-  const Vocabulary v = vocabulary(*f, 2048);
+  Vocabulary v;
+  ASSERT_NO_FATAL_FAILURE(read_vocabulary(*f, 2048, v));
   EXPECT_EQ(v.tokens[1], "<|start_story|>");
   EXPECT_EQ(v.tokens[2], "<|end_story|>");
   EXPECT_TRUE(std::all_of(v.scores.begin(), v.scores.end(), [](float s) { return s == -1000.0f; }));
@@ -551,7 +555,8 @@ TEST(GgufSynth, RoundTrip) {
     EXPECT_EQ(float(f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
     EXPECT_EQ(f->get_uint("llama.vocab_size"), 300u);
 
-    const Vocabulary v = vocabulary(*f, 300);
+    Vocabulary v;
+    ASSERT_NO_FATAL_FAILURE(read_vocabulary(*f, 300, v));
     expect_byte_tokens(v);
     EXPECT_EQ(v.tokens[259], "\xe2\x96\x81");
     const std::vector<int32_t> head_types = {2, 3, 3};
