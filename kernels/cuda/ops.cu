@@ -44,8 +44,7 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, int64_t n, float 
   float* yr = y + offset;
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x % detail::kLanes;
-    float acc = 0.0f;
-    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fmaf_rn(xr[k], xr[k], acc);
+    const float acc = detail::lane_chain(xr, n, lane, [](float a, float v) { return __fmaf_rn(v, v, a); });
     const float sum = detail::reduce_half_warp(acc);
     if (threadIdx.x == 0) {
       const float mean_square = __fdiv_rn(sum, float(n));
@@ -69,8 +68,7 @@ __global__ void layernorm_kernel(const float* x, const float* w, const float* b,
   float* yr = y + row * n;
   const int lane = threadIdx.x % detail::kLanes;
   if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fadd_rn(acc, xr[k]);
+    const float acc = detail::lane_chain(xr, n, lane, [](float a, float v) { return __fadd_rn(a, v); });
     const float sum = detail::reduce_half_warp(acc);
     if (threadIdx.x == 0) mean_shared = __fdiv_rn(sum, float(n));
   }
@@ -79,8 +77,7 @@ __global__ void layernorm_kernel(const float* x, const float* w, const float* b,
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fsub_rn(xr[i], mean);
   __syncthreads();
   if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    for (int64_t k = lane; k < n; k += detail::kLanes) acc = __fmaf_rn(yr[k], yr[k], acc);
+    const float acc = detail::lane_chain(yr, n, lane, [](float a, float v) { return __fmaf_rn(v, v, a); });
     const float sum = detail::reduce_half_warp(acc);
     if (threadIdx.x == 0) inv_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, float(n)), eps)));
   }

@@ -369,6 +369,16 @@ TEST(CudaKernels, MatmulQ8OfSeveralMatricesMatchesCpu) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("scratch"), std::string::npos) << e.what();
   }
+  // So is scratch that is not 256-byte aligned (the kernel loads the
+  // quantized activations 16 bytes at a time), though large enough.
+  cuda::DeviceBuffer offset(cuda::matmul_q8_scratch_bytes(64, 2) + 256);
+  try {
+    cuda::matmul_q8(out, x_d.as<float>(), 64, 2, static_cast<uint8_t*>(offset.data()) + 16, offset.bytes() - 16,
+                    stream);
+    ADD_FAILURE() << "scratch 16 bytes past an allocation was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("aligned"), std::string::npos) << e.what();
+  }
 #endif
 }
 
