@@ -3,6 +3,7 @@
 # on one NVIDIA GPU in under 8 minutes (budgeted for one H200, 16 cores). It
 # needs nvcc, cmake, g++, OpenSSL, PCRE2 and GoogleTest, no network; the
 # PostgreSQL stage also needs a PostgreSQL server installation (pg_config).
+# A machine with none of them (but the NVIDIA driver): scripts/gpu-bundle.sh.
 #
 #   1. build (build-gpu/, -DKVG_CUDA=ON): kvg_test_cuda, the kvg CLI and the
 #      libraries the extension links;
@@ -182,8 +183,11 @@ if wants postgres; then
           -c "CREATE EXTENSION IF NOT EXISTS kvg" -c "SET kvg.model = '$model'" "$@" 2>>"$errors"
       }
       cpu_text=$(sql -c "SET kvg.device = 'cpu'" -c "SELECT kvg_generate('Once upon a time', 24)")
+      # kvg.engine = backend: in the default worker mode the engine worker
+      # makes every call and the backend never loads the model (its
+      # gpu_weight_uploads stays 0, as the first H200 run showed).
       backend() {  # device, uploads after 20 calls, same text as the CPU
-        sql -c "SET kvg.device = 'cuda'" \
+        sql -c "SET kvg.device = 'cuda'" -c "SET kvg.engine = backend" \
           -c "SELECT count(*) FROM (SELECT kvg_generate('Once upon a time', 24) AS t FROM generate_series(1, 20)) s" \
           -c "SELECT kvg_model_info()->>'device', kvg_model_info()->>'gpu_weight_uploads', pg_backend_pid()" \
           -c "SELECT kvg_generate('Once upon a time', 24)"

@@ -83,7 +83,9 @@ case "${1:-}" in
     prepare_dirs
     initdb_once
     preload_once
-    install_extension
+    # KVG_EXTENSION_INSTALLED: kvg is already in this server's installation
+    # (scripts/gpu-bundle.sh carries it so, to a machine without a compiler).
+    [ -n "${KVG_EXTENSION_INSTALLED:-}" ] || install_extension
     stage_models
     # The postmaster loaded kvg.so at start, and every backend runs that
     # copy: a freshly installed one takes a restart.
