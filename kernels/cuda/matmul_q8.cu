@@ -184,16 +184,16 @@ __device__ __forceinline__ float second_scale(const uint8_t* block) {
 // Row r for the tokens [t0, t0 + kTokens) by one warp. A weight block is
 // split over kParts lanes, 32 elements each, so a round covers kSlots
 // consecutive blocks. The warp first copies the round's bytes into `stage`
-// in 16-bit words, lane after lane (coalesced): each lane reading its own
-// block's bytes from global memory hit a different line per lane and byte,
-// and L1 wavefronts, not memory, bounded the kernel (40 us for a 16,384 x
-// 2,048 Q8_0 product on an H200, 0.9 TB/s). Then every lane computes the
-// integer sums of its part for
-// each token, the parts of a block add theirs up (shuffles inside the
-// block's lanes), and the block's first lane writes the float operands of
-// its terms to `terms`. Then lane t applies token t's terms of the round,
-// block after block: each output element is accumulated by one lane, in
-// increasing block order.
+// in 16-bit words, lane after lane (coalesced). Before, each lane read its
+// own block byte by byte from global memory, so every load instruction of
+// the warp touched nine lines; the kernel ran at 0.6-0.9 TB/s on an H200
+// (docs/gpu.md), and those loads are the likely bound (the staged version
+// has not yet run on a GPU). Then every lane computes the integer sums of
+// its part for each token, the parts of a block add theirs up (shuffles
+// inside the block's lanes), and the block's first lane writes the float
+// operands of its terms to `terms`. Then lane t applies token t's terms of
+// the round, block after block: each output element is accumulated by one
+// lane, in increasing block order.
 template <WeightType kType, int kTokens>
 __device__ __forceinline__ void row_tile(const Job& job, const Jobs& jobs, int64_t r, int64_t t0, int64_t n_tokens,
                                          float (*terms)[kTermStride], uint16_t* stage) {

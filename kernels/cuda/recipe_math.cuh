@@ -241,8 +241,9 @@ __device__ __forceinline__ float reduce_half_warp(float v) {
 // lane, lane + 16, ... in that order (the recipe's chain). The loads go out
 // kBatch at a time before the batch's steps: a step waits on its own load,
 // so a plain loop waits one memory latency per element (a 2,048-wide
-// RMSNorm took 14 us on an H200 that way); batched, the latencies overlap
-// and the chain's order, hence every bit, is unchanged.
+// RMSNorm took 14 us on an H200 that way); batched, the latencies can
+// overlap (not yet timed on a GPU), and the chain's order, hence every bit,
+// is unchanged.
 template <class Step>
 __device__ __forceinline__ float lane_chain(const float* x, int64_t n, int lane, Step step) {
   constexpr int kBatch = 16;
