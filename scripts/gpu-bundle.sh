@@ -66,6 +66,11 @@ pack() {
 
 check() {
   local bundle=$1 stages=${2:-tests archs postgres bench} dir=${KVG_GPU_BUNDLE_DIR:-/tmp/kvg-gpu-bundle}
+  # Only an earlier bundle is replaced: the folder may come from the environment.
+  if [ -e "$dir" ] && [ ! -x "$dir/build/cli/kvg" ]; then
+    echo "$dir exists and is not an unpacked bundle: set KVG_GPU_BUNDLE_DIR to a new folder" >&2
+    exit 1
+  fi
   rm -rf "$dir"
   mkdir -p "$dir"
   tar -C "$dir" -xJf "$bundle"
