@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "engine/mapped_kv.hpp"
+#include "engine/pass_threads.hpp"
 #include "engine/session.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dequantize.hpp"
@@ -96,8 +97,8 @@ void Session::ScratchRelease::operator()(Scratch* scratch) const {
 class Session::Scratch::Pass {
  public:
   Pass(Session& lead, std::span<const ForwardRequest> parts)
-      : lead_(lead), parts_(parts), c(lead.model_->config()), plan(lead.model_->plan()), isa(lead.options_.isa),
-        s(*lead.scratch_), n(gather_rows(parts, s)) {
+      : lead_(lead), parts_(parts), pool_(pool_for(lead, parts)), c(lead.model_->config()), plan(lead.model_->plan()),
+        isa(lead.options_.isa), s(*lead.scratch_), n(gather_rows(parts, s)) {
     s.fit(c, n);
   }
 
@@ -140,7 +141,7 @@ class Session::Scratch::Pass {
   void logits() {
     const int64_t out_rows = gather_logits_rows();
     if (out_rows == 0) return;
-    lead_.pool_->run(size_t(out_rows), [&](size_t k) {
+    pool_.run(size_t(out_rows), [&](size_t k) {
       lead_.norm_row(&s.x[size_t(s.logits_rows[k] * c.n_embd)], lead_.model_->output_norm(),
                      lead_.model_->output_norm_bias(), &s.xn[k * size_t(c.n_embd)], isa);
     });
@@ -155,6 +156,14 @@ class Session::Scratch::Pass {
   }
 
  private:
+  // The lead's pool, or none (inline) for a pass too small to gain from it.
+  static ThreadPool& pool_for(Session& lead, std::span<const ForwardRequest> parts) {
+    static ThreadPool inline_pool(1);  // no workers: its run() only loops, on any thread
+    if (!lead.options_.small_passes_inline || lead.pool_->size() == 1) return *lead.pool_;
+    const bool threaded = pass_pays_for_threads(lead.model_->weight_bytes(), pass_macs(*lead.model_, parts));
+    return threaded ? *lead.pool_ : inline_pool;
+  }
+
   // Rows in order of the parts; each row's session, position and token.
   // Returns the number of rows.
   static int64_t gather_rows(std::span<const ForwardRequest> parts, Scratch& s) {
@@ -186,7 +195,7 @@ class Session::Scratch::Pass {
     each_token([&](int64_t t) { finish_qkv(l, w, step, t); });
     lay_out_part_kv(l);
     const AttentionExtras extras{step.window, step.attn_softcap};
-    lead_.pool_->run(size_t(n * c.n_head), [&](size_t task) {
+    pool_.run(size_t(n * c.n_head), [&](size_t task) {
       const int64_t t = int64_t(task) / c.n_head;
       const int h = int(int64_t(task) % c.n_head);
       KvLayout head_kv = s.part_kv[size_t(s.row_part[size_t(t)])];
@@ -301,9 +310,9 @@ class Session::Scratch::Pass {
   void weight_product(const WeightMatrix& m, const float* in, int64_t in_stride, int64_t tokens, float* out,
                       int64_t out_stride) {
     if (q8)
-      matmul_q8(m, in, in_stride, tokens, out, out_stride, *lead_.pool_, isa);
+      matmul_q8(m, in, in_stride, tokens, out, out_stride, pool_, isa);
     else
-      matmul(m, in, in_stride, tokens, out, out_stride, *lead_.pool_, isa);
+      matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
   }
 
   // Row-wise steps run token by token, spread over the pool in groups: a
@@ -311,7 +320,7 @@ class Session::Scratch::Pass {
   // one token runs inline.
   template <class Step>
   void each_token(const Step& step) {
-    lead_.pool_->run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
+    pool_.run(size_t((n + tokens_per_task - 1) / tokens_per_task), [&](size_t task) {
       const int64_t begin = int64_t(task) * tokens_per_task;
       for (int64_t t = begin; t < std::min(n, begin + tokens_per_task); ++t) step(t);
     });
@@ -319,6 +328,7 @@ class Session::Scratch::Pass {
 
   Session& lead_;
   const std::span<const ForwardRequest> parts_;
+  ThreadPool& pool_;  // every parallel region of this pass
   const ModelConfig& c;  // the shapes; what is computed is the plan's
   const ForwardPlan& plan;
   const Isa isa;
@@ -329,7 +339,7 @@ class Session::Scratch::Pass {
   const int group = c.n_head / c.n_head_kv;
   const int pairs = c.rope_dim / 2;
   const bool q8 = lead_.options_.recipe.arithmetic == Arithmetic::Q8;
-  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * lead_.pool_->size() - 1) / (4 * lead_.pool_->size()));
+  const int64_t tokens_per_task = std::max<int64_t>(8, (n + 4 * pool_.size() - 1) / (4 * pool_.size()));
   const KvRowRounding kv_rounding = kv_rounding_of(lead_.options_.recipe.kv);
 };
 

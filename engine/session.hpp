@@ -52,6 +52,12 @@ struct EngineOptions {
   // makes its own. The same bits either way (recipe rule: threads change
   // nothing).
   std::shared_ptr<ThreadPool> pool;
+  // Whether a pass too small to gain from threads runs on the calling thread
+  // alone (engine/pass_threads.hpp). The server's sessions do. The default
+  // does not: the CLI's --threads N runs N (kvg bench -t measures what it
+  // says), and a test that asks for threads runs the threaded paths whatever
+  // the size of its model. The same bits either way.
+  bool small_passes_inline = false;
 };
 
 class Session;

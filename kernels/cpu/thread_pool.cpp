@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.hpp"
 
+#include <algorithm>
+
 #include "common/quiet_thread.hpp"
 
 #if defined(__x86_64__)
@@ -11,12 +13,7 @@
 
 namespace kvg {
 
-ThreadPool::ThreadPool(int n_threads, int spin_rounds) : spin_rounds_(spin_rounds) {
-  if (n_threads <= 1) return;
-  // Fault signals stay deliverable: a worker reading a model file truncated
-  // under it must reach the SIGBUS handler (engine/gguf/mapping_guard.hpp).
-  for (int i = 1; i < n_threads; ++i) workers_.push_back(start_quiet_thread([this] { worker_loop(); }));
-}
+ThreadPool::ThreadPool(int n_threads, int spin_rounds) : n_threads_(std::max(1, n_threads)), spin_rounds_(spin_rounds) {}
 
 ThreadPool::~ThreadPool() {
   {
@@ -39,10 +36,16 @@ void ThreadPool::drain(const std::function<void(size_t)>& fn, size_t n_tasks) {
 
 void ThreadPool::run(size_t n_tasks, const std::function<void(size_t)>& fn) {
   if (n_tasks == 0) return;
-  if (workers_.empty() || n_tasks == 1) {
+  if (n_threads_ == 1 || n_tasks == 1) {
     for (size_t i = 0; i < n_tasks; ++i) fn(i);
     return;
   }
+  // Started while generation_ is still 0, which each worker takes as seen:
+  // the generation this job installs below is its first.
+  // Fault signals stay deliverable: a worker reading a model file truncated
+  // under it must reach the SIGBUS handler (engine/gguf/mapping_guard.hpp).
+  if (workers_.empty())
+    for (int i = 1; i < n_threads_; ++i) workers_.push_back(start_quiet_thread([this] { worker_loop(); }));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     // A worker that woke late for the previous job may still be leaving

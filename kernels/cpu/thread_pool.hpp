@@ -24,14 +24,17 @@ class ThreadPool {
   static constexpr int kDefaultSpinRounds = 20000;
 
   // n_threads counts the calling thread: 1 means "run inline, no workers".
-  // spin_rounds: pause instructions a worker spins for the next job before
-  // it sleeps.
+  // The workers start with the first job handed to them, so a pool whose
+  // every run() is done inline (small passes, engine/pass_threads.hpp)
+  // never starts a thread: a server call on a small model took less time
+  // than starting and joining one. spin_rounds: pause instructions a worker
+  // spins for the next job before it sleeps.
   explicit ThreadPool(int n_threads, int spin_rounds = kDefaultSpinRounds);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const { return int(workers_.size()) + 1; }
+  int size() const { return n_threads_; }
 
   // Calls fn(i) for every i in [0, n_tasks), spread over the pool; returns when
   // all calls have returned. fn must not throw.
@@ -45,12 +48,18 @@ class ThreadPool {
 
   // Workers asleep now, waiting for a job (for tests).
   int sleeping() const { return sleeping_.load(std::memory_order_acquire); }
+  // Worker threads started so far (for tests).
+  int started() const { return int(workers_.size()); }
+  // Jobs handed to the workers so far; a run() done inline (one task, or a
+  // pool of one thread) is not one (for tests).
+  uint64_t jobs_dispatched() const { return generation_.load(std::memory_order_acquire); }  // one generation a job
 
  private:
   void worker_loop();
   void drain(const std::function<void(size_t)>& fn, size_t n_tasks);
 
-  std::vector<std::thread> workers_;
+  const int n_threads_;
+  std::vector<std::thread> workers_;  // started by the first job run() hands out
   std::mutex mutex_;
   std::condition_variable wake_;
   const std::function<void(size_t)>* job_ = nullptr;

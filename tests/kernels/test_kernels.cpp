@@ -494,6 +494,22 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnceAcrossManyJobs) {
   }
 }
 
+TEST(ThreadPool, StartsItsWorkersWithTheFirstJobItHandsOut) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.size(), 3);
+  EXPECT_EQ(pool.started(), 0);
+  std::vector<int> hits(5, 0);
+  pool.run(1, [&](size_t i) { ++hits[i]; });  // one task runs inline
+  EXPECT_EQ(pool.started(), 0);
+  EXPECT_EQ(pool.jobs_dispatched(), 0u);
+  std::vector<std::atomic<int>> shared(64);
+  pool.run(shared.size(), [&](size_t i) { shared[i].fetch_add(1); });
+  EXPECT_EQ(pool.started(), 2);
+  EXPECT_EQ(pool.jobs_dispatched(), 1u);
+  for (size_t i = 0; i < shared.size(); ++i) EXPECT_EQ(shared[i].load(), 1) << "task " << i;
+  EXPECT_EQ(hits[0], 1);
+}
+
 // Waits up to 5 s for the pool's sleeping workers to number n.
 bool sleeping_becomes(const ThreadPool& pool, int n) {
   for (int i = 0; i < 500 && pool.sleeping() != n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -49,6 +49,7 @@ std::optional<HeldModelFile> held_file_of(const Model& model) {
 EngineOptions current_engine_options() {
   EngineOptions options;
   options.threads = settings::threads();
+  options.small_passes_inline = true;  // engine/pass_threads.hpp
   options.max_kv_bytes = settings::max_kv_bytes();
   options.context_limit = settings::max_context();
   options.kv_limit_name = "kvg.max_kv_memory";

@@ -293,6 +293,7 @@ std::string Worker::start(Sequence& s) {
   options.threads = std::max(1, threads());
   if (!pool_ || pool_->size() != options.threads) pool_ = std::make_shared<ThreadPool>(options.threads);
   options.pool = pool_;
+  options.small_passes_inline = true;  // engine/pass_threads.hpp
   // The context this generation can reach: what the worker reserves for it.
   options.max_context = int64_t(r.prompt.size()) + std::max<int64_t>(r.max_new_tokens, 1);
   options.max_kv_bytes = r.max_kv_bytes;
