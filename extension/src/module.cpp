@@ -12,6 +12,7 @@
 #include "extension/src/calls/call_progress.hpp"
 #include "extension/src/workers/engine/engine_worker.hpp"
 #include "extension/src/workers/reserved/reserved_workers.hpp"
+#include "extension/src/workers/segment/segment_space.hpp"
 #include "extension/src/workers/verifier/verifier_worker.hpp"
 #include "extension/src/workers/writer/writer.hpp"
 
@@ -55,6 +56,7 @@ void _PG_init(void) {
     kvg::pg::call_progress::setup_at_preload();  // kvg.progress: calls/call_progress.hpp
     kvg::pg::reserved::setup_at_preload();       // writers' and verifiers' slots: reserved_workers.hpp
     kvg::pg::model_fingerprints::setup_at_preload();
+    kvg::pg::segment_space::default_at_preload();  // calls' segments in main shared memory: segment_space.hpp
   }
 }
 

@@ -40,8 +40,13 @@ trap cleanup EXIT
 
 init_private_cluster "$data" "$dir" "$port" "max_connections = 30" "shared_buffers = 64MB" \
   "shared_preload_libraries = 'kvg'" "max_worker_processes = 8" "max_parallel_workers = 8" \
-  "kvg.audit_writer_idle_timeout = 100" || exit 1
+  "kvg.audit_writer_idle_timeout = 100" "min_dynamic_shared_memory = 8MB" || exit 1
 as_postgres "$pg_bin/pg_ctl" -D "$data" -l "$dir/server.log" -w start >/dev/null || { tail -20 "$dir/server.log"; exit 1; }
+# kvg's default for it (workers/segment/segment_space.hpp) is below the
+# configuration's: the server's own value stands (tests/pgtap/31_worker_calls.sql
+# checks the default where none is set).
+check "a min_dynamic_shared_memory the configuration sets stands over kvg's default" \
+  test "$(q -d postgres -c 'SHOW min_dynamic_shared_memory')" = 8MB
 q -d postgres -c "CREATE DATABASE slots" >/dev/null || exit 1
 q -c "CREATE EXTENSION kvg" -c "ALTER DATABASE slots SET kvg.model = '$dir/model.gguf'" \
   -c "ALTER DATABASE slots SET kvg.device = cpu" >/dev/null || exit 1

@@ -6,7 +6,7 @@
 -- and verdicts, the same compositions. The worker's `served` count says where each ran. A
 -- backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(34);
+SELECT plan(36);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -171,6 +171,15 @@ SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L)
           true, 'switched to backend mode, it maps the model to generate, and the check sees it');
 SELECT dblink_exec('w', 'ROLLBACK') \g /dev/null
 SELECT dblink_disconnect('w') \g /dev/null
+
+-- Each call's segment (and its audit row's) comes out of main shared memory
+-- (workers/segment/segment_space.hpp): kvg, preloaded, gives
+-- min_dynamic_shared_memory a default where the configuration sets none
+-- (this cluster's does not), as PostgreSQL's own computed defaults are given.
+SELECT is((SELECT setting || unit FROM pg_settings WHERE name = 'min_dynamic_shared_memory'), '64MB',
+          'min_dynamic_shared_memory is kvg''s 64MB where the server''s configuration does not set it');
+SELECT is((SELECT source || ', ' || boot_val FROM pg_settings WHERE name = 'min_dynamic_shared_memory'), 'default, 0',
+          'as a default, below every source a person sets (PostgreSQL''s own is 0)');
 
 SELECT * FROM finish();
 ROLLBACK;
