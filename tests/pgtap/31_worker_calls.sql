@@ -6,7 +6,7 @@
 -- and verdicts, the same compositions. The worker's `served` count says where each ran. A
 -- backend in worker mode maps no model file.
 BEGIN;
-SELECT plan(36);
+SELECT plan(37);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 \ir sessions.psql
@@ -171,6 +171,18 @@ SELECT is((SELECT mapped FROM dblink('w', format('SELECT strpos(pg_read_file(%L)
           true, 'switched to backend mode, it maps the model to generate, and the check sees it');
 SELECT dblink_exec('w', 'ROLLBACK') \g /dev/null
 SELECT dblink_disconnect('w') \g /dev/null
+
+-- A lone call is run at once: a sequence the idle worker admits is ready for
+-- a pass, and the worker does not sleep before it (it once slept until its
+-- caller read the admission reply, which woke it only by the bytes read; a
+-- reply held back as progress left every lone call to the worker's 1 s idle
+-- timer: 20 calls took 20 s). A liveness bound, not a speed: 20 one-token
+-- calls take a few ms each.
+SET LOCAL kvg.engine = worker;
+SELECT clock_timestamp() AS lone_from \gset
+SELECT count(kvg_generate('Lone call ' || i, 1)) FROM generate_series(1, 20) i \g /dev/null
+SELECT cmp_ok(extract(epoch FROM clock_timestamp() - :'lone_from'::timestamptz), '<', 10::numeric,
+              '20 lone one-token calls in the worker do not each wait for its idle timer');
 
 -- Each call's segment (and its audit row's) comes out of main shared memory
 -- (workers/segment/segment_space.hpp): kvg, preloaded, gives

@@ -62,24 +62,26 @@ namespace {
 using namespace worker_protocol;
 
 // A reply on its way to a caller: the bytes of an EngineReply
-// (protocol/engine_messages.hpp), and whether it only reports progress (a
-// token, a prefill count, a chunk's logits rows). Those need not wake the caller one by one: each
-// wakeup is a signal to its backend, and on a small model the worker makes
-// tokens far faster than a backend is worth waking for (Worker::flush).
+// (protocol/engine_messages.hpp), and whether it only reports progress (the
+// sequence admitted, a token, a prefill count, a chunk's logits rows). Those
+// need not wake the caller one by one: each wakeup is a signal to its
+// backend, and on a small model the worker makes tokens far faster than a
+// backend is worth waking for (Worker::flush). A short call wakes its
+// caller once, with its Done.
 struct Outgoing {
   std::string bytes;
   bool progress = false;
 };
 template <class Reply>
 Outgoing reply_bytes(Reply reply) {
-  constexpr bool progress = std::is_same_v<Reply, TokenReply> || std::is_same_v<Reply, PrefilledReply> ||
-                           std::is_same_v<Reply, LogitsReply>;
+  constexpr bool progress = std::is_same_v<Reply, StartedReply> || std::is_same_v<Reply, TokenReply> ||
+                           std::is_same_v<Reply, PrefilledReply> || std::is_same_v<Reply, LogitsReply>;
   return {encode(EngineReply(std::move(reply))), progress};
 }
 
 // How long progress replies may wait in a caller's queue unseen, for the
-// next reply or the next of these intervals: what kvg.progress and the
-// progress notices lag by at most.
+// next reply or the next of these intervals (counted from the call's claim
+// at first): what kvg.progress and the progress notices lag by at most.
 constexpr auto kProgressFlush = std::chrono::milliseconds(10);
 
 // A device the engine knows (engine/device.hpp), else the request is refused.
@@ -147,7 +149,8 @@ struct Sequence {
   int64_t kv_bytes = 0;  // reserved against kvg.engine_kv_memory
   Done done;
   std::deque<Outgoing> outbox;     // replies the caller's queue had no room for yet
-  std::chrono::steady_clock::time_point flushed_at{};  // when its queue's replies were last made visible
+  // When its queue's replies were last made visible, or it was claimed.
+  std::chrono::steady_clock::time_point flushed_at = std::chrono::steady_clock::now();
   size_t tokens_sent = 0;          // of generation->result().tokens, put in the outbox
   int64_t prefill_sent = 0;        // prompt tokens done as last reported (PrefilledReply)
   bool ended = false;              // its last reply is in the outbox
@@ -178,6 +181,7 @@ class Worker {
   void receive_supply(Sequence& s);
   bool reserve_next_part(Sequence& s);
   std::vector<Sequence*> schedule();
+  bool any_schedulable() const;
   bool step();
   void queue_replies(Sequence& s);
   void flush(Sequence& s);
@@ -557,6 +561,10 @@ bool Worker::reserve_next_part(Sequence& s) {
   return false;
 }
 
+// A sequence may take part in the next pass: it runs, and its replies so
+// far are in its caller's queue.
+bool schedulable(const Sequence& s) { return s.generation && !s.ended && !s.gone && s.outbox.empty(); }
+
 // The sequences of the next pass, within kvg.engine_pass_tokens: every
 // decoding sequence's row (never held back), then the tokens left shared
 // equally among the roles with prompts to prefill (at least one token),
@@ -570,7 +578,7 @@ std::vector<Sequence*> Worker::schedule() {
   std::vector<Sequence*> chosen;
   std::map<uint32_t, std::vector<Sequence*>> prefilling;  // by role, in running order
   for (auto& s : running_) {
-    if (!s->generation || s->ended || s->gone || !s->outbox.empty()) continue;
+    if (!schedulable(*s)) continue;
     if (s->generation->prefill_left() == 0) chosen.push_back(s.get());
     else prefilling[s->asked.role].push_back(s.get());
   }
@@ -695,8 +703,8 @@ void Worker::queue_replies(Sequence& s) {
 }
 
 // Sends what fits; never waits for the caller, but notes since when it
-// has not made room. A reply that matters (Started, Need, Link, Done,
-// Failed) is made visible at once, with every reply before it; progress
+// has not made room. A reply that matters (Need, Link, Done, Failed) is
+// made visible at once, with every reply before it; progress
 // alone at most every kProgressFlush (shm_mq_send's force_flush: without
 // it, the bytes are in the queue but neither counted as written nor
 // signalled until a later send forces them or a quarter of the queue fills).
@@ -785,9 +793,15 @@ void Worker::run() {
     for (auto& s : running_) flush(*s);
     reap();
     publish();
-    if (!stepped)
+    // A sequence admitted in this round, or whose replies went out only
+    // now, is ready for a pass: nobody would set the latch for it.
+    if (!stepped && !any_schedulable())
       (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
   }
+}
+
+bool Worker::any_schedulable() const {
+  return std::any_of(running_.begin(), running_.end(), [](const auto& s) { return schedulable(*s); });
 }
 
 // Whatever way the worker exits, it is no longer there to take calls: the
