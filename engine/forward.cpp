@@ -4,6 +4,7 @@
 // only on its own inputs and the KV rows before it, so batching, chunking
 // and threading cannot change a bit (docs/design.md, recipe rule 1).
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "common/error.hpp"
@@ -189,9 +190,8 @@ class Session::Scratch::Pass {
     each_token([&](int64_t t) {
       lead_.norm_row(&s.x[size_t(t * c.n_embd)], w.attn_norm, w.attn_norm_b, &s.xn[size_t(t * c.n_embd)], isa);
     });
-    weight_product(w.wq, s.xn.data(), c.n_embd, n, s.q.data(), q_width);
-    weight_product(w.wk, s.xn.data(), c.n_embd, n, s.k.data(), kv_width);
-    weight_product(w.wv, s.xn.data(), c.n_embd, n, s.v.data(), kv_width);
+    weight_products_of_xn(std::array<Q8Product, 3>{
+        {{&w.wq, s.q.data(), q_width}, {&w.wk, s.k.data(), kv_width}, {&w.wv, s.v.data(), kv_width}}});
     each_token([&](int64_t t) { finish_qkv(l, w, step, t); });
     lay_out_part_kv(l);
     const AttentionExtras extras{step.window, step.attn_softcap};
@@ -260,8 +260,8 @@ class Session::Scratch::Pass {
         gelu_inplace(g, c.n_ff);
       });
     } else {
-      weight_product(w.w_gate, s.xn.data(), c.n_embd, n, s.gate.data(), c.n_ff);
-      weight_product(w.w_up, s.xn.data(), c.n_embd, n, s.up.data(), c.n_ff);
+      weight_products_of_xn(
+          std::array<Q8Product, 2>{{{&w.w_gate, s.gate.data(), c.n_ff}, {&w.w_up, s.up.data(), c.n_ff}}});
       each_token([&](int64_t t) {
         float* g = &s.gate[size_t(t * c.n_ff)];
         if (step.ffn == FfnKind::GeGluTanh)
@@ -313,6 +313,15 @@ class Session::Scratch::Pass {
       matmul_q8(m, in, in_stride, tokens, out, out_stride, pool_, isa);
     else
       matmul(m, in, in_stride, tokens, out, out_stride, pool_, isa);
+  }
+
+  // Products of several matrices with the normed rows (q, k and v; gate and
+  // up): under q8 the rows are quantized once for all of them
+  // (matmul_q8_same_input: the same bits as one product at a time).
+  template <size_t N>
+  void weight_products_of_xn(const std::array<Q8Product, N>& products) {
+    if (q8) return matmul_q8_same_input(products, s.xn.data(), c.n_embd, n, pool_, isa);
+    for (const Q8Product& p : products) weight_product(*p.w, s.xn.data(), c.n_embd, n, p.y, p.y_stride);
   }
 
   // Row-wise steps run token by token, spread over the pool in groups: a

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/activation_quant.hpp"
 #include "kernels/cpu/isa.hpp"
@@ -35,6 +36,25 @@ int q8_activation_block(WeightType t);
 // (f32-portable-v1 arithmetic).
 void matmul_q8(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tokens, float* y,
                int64_t y_stride, ThreadPool& pool, Isa isa);
+
+// One product of matmul_q8_same_input: w times the shared input, into y.
+struct Q8Product {
+  const WeightMatrix* w;
+  float* y;
+  int64_t y_stride;
+};
+
+// matmul_q8 for each product, all of the same input rows x (a layer's q, k
+// and v, or its gate and up): when every matrix has one format and width,
+// the rows are quantized, and their token panels built, once for all of
+// them instead of once each. The same bits as the separate calls (the
+// quantized rows are a function of x alone); otherwise it makes them.
+void matmul_q8_same_input(std::span<const Q8Product> products, const float* x, int64_t x_stride, int64_t n_tokens,
+                          ThreadPool& pool, Isa isa);
+
+// Times this thread has quantized activations for a product (for tests:
+// what matmul_q8_same_input saves).
+uint64_t q8_activation_quantizations();
 
 namespace detail {
 // Up to a few tokens the SIMD kernels run Q8_0, Q4_K and Q6_K rows with one

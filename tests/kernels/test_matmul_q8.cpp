@@ -406,6 +406,63 @@ TEST(MatmulQ8, FloatFormatsForwardToMatmul) {
   }
 }
 
+// ---- products of one input: quantized once, the bits of each alone ----------
+
+// Three matrices of one input (q, k and v of a layer: rows differ, widths
+// equal) through matmul_q8_same_input equal each through matmul_q8, bit
+// for bit, for every format, ISA, thread count and token count around the
+// kernels' paths (one row per lane, row pairs, the split at 17..24 where
+// each product quantizes its own parts, panels); the input is quantized
+// once for the three, except where the split or a format that differs
+// makes each product its own.
+TEST(MatmulQ8, ProductsOfOneInputEqualEachAloneAndQuantizeItOnce) {
+  std::mt19937 rng(4242);
+  const int64_t cols = 512;
+  for (WeightType type : kQ8Formats)
+    for (int64_t tokens : {1, 2, 5, 11, 16, 17, 24, 25, 40}) {
+      const Matrix q = random_matrix(type, 24, cols, rng), k = random_matrix(type, 8, cols, rng),
+                   v = random_matrix(type, 13, cols, rng);
+      const std::vector<float> x = random_activations(tokens * cols, rng);
+      for (Isa isa : supported_isas())
+        for (int threads : {1, 2}) {
+          ThreadPool pool(threads);
+          std::vector<float> yq(size_t(tokens * 24), -1.0f), yk(size_t(tokens * 8), -1.0f),
+              yv(size_t(tokens * 13), -1.0f);
+          const Q8Product products[] = {{&q.w, yq.data(), 24}, {&k.w, yk.data(), 8}, {&v.w, yv.data(), 13}};
+          const uint64_t before = q8_activation_quantizations();
+          matmul_q8_same_input(products, x.data(), cols, tokens, pool, isa);
+          const uint64_t quantized = q8_activation_quantizations() - before;
+          const bool split = isa == Isa::Avx512 && type == WeightType::Q8_0 && tokens > 16 && tokens <= 24 &&
+                             __builtin_cpu_supports("avx512vnni");
+          EXPECT_EQ(quantized, split ? 6u : 1u)
+              << weight_type_name(type) << " tokens " << tokens << " isa " << isa_name(isa);
+          for (const auto& [m, y] : {std::pair{&q, &yq}, std::pair{&k, &yk}, std::pair{&v, &yv}}) {
+            const auto alone = run(m->w, x, tokens, threads, isa);
+            ASSERT_EQ(0, std::memcmp(alone.data(), y->data(), alone.size() * 4))
+                << weight_type_name(type) << " " << m->w.rows << " rows, tokens " << tokens << " isa "
+                << isa_name(isa) << " threads " << threads;
+          }
+        }
+    }
+}
+
+// Matrices of different formats share no quantization (their blocks may
+// differ): each is its own product, with its own bits.
+TEST(MatmulQ8, ProductsOfOneInputInDifferentFormatsQuantizeEach) {
+  std::mt19937 rng(99);
+  const int64_t cols = 256, tokens = 5;
+  const Matrix a = random_matrix(WeightType::Q8_0, 16, cols, rng), b = random_matrix(WeightType::Q4_K, 16, cols, rng);
+  const std::vector<float> x = random_activations(tokens * cols, rng);
+  ThreadPool pool(1);
+  std::vector<float> ya(size_t(tokens * 16)), yb(size_t(tokens * 16));
+  const Q8Product products[] = {{&a.w, ya.data(), 16}, {&b.w, yb.data(), 16}};
+  const uint64_t before = q8_activation_quantizations();
+  matmul_q8_same_input(products, x.data(), cols, tokens, pool, Isa::Scalar);
+  EXPECT_EQ(q8_activation_quantizations() - before, 2u);
+  EXPECT_EQ(0, std::memcmp(run(a.w, x, tokens, 1, Isa::Scalar).data(), ya.data(), ya.size() * 4));
+  EXPECT_EQ(0, std::memcmp(run(b.w, x, tokens, 1, Isa::Scalar).data(), yb.data(), yb.size() * 4));
+}
+
 TEST(MatmulQ8, RefusesPartialBlocks) {
   std::vector<uint8_t> data(34 * 2);
   const WeightMatrix w{WeightType::Q8_0, data.data(), 1, 48, 68};
