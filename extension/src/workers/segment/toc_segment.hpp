@@ -27,7 +27,10 @@ struct Chunk {
 };
 
 // A new segment of `magic`'s kind holding `chunks`, each inserted under its
-// key; their addresses, in order, in `places`.
+// key; their addresses, in order, in `places`. Its bytes are not zeroed: a
+// segment carved from min_dynamic_shared_memory (segment_space.hpp) holds
+// what an earlier call's segment left there, so every chunk is written
+// whole (framed, or set field by field) before the handle is shared.
 dsm_segment* create(uint64_t magic, std::span<const Chunk> chunks, void** places);
 
 // The chunk under `key` of an attached segment of `magic`'s kind, or nullptr.
