@@ -608,17 +608,22 @@ BEGIN
   -- commits. A row lock, not a table lock: autovacuum skips a table it cannot
   -- lock at once, and under a busy writer it never cleaned the head's dead
   -- versions, one per row appended, so each link read a longer table.
-  SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h FOR UPDATE;
+  -- Found by its key, and updated below by the version locked here (ctid),
+  -- so neither statement reads the table's dead versions: while any snapshot
+  -- is older than the last few appends (a long call, a batch of rows in one
+  -- transaction) none can be pruned, and a scan of the whole table, which
+  -- both statements were, grew with every row appended until autovacuum came.
+  SELECT h.last_seq, h.last_hash, h.ctid AS at INTO head FROM kvg.audit_head h WHERE h.singleton FOR UPDATE;
   -- No head: the first row ever, or a deleted head; the table lock makes the
   -- new head the only one. Continuing after the last seq from 64 zeros keeps
   -- a deleted head evident (kvg_audit_verify).
   IF NOT FOUND THEN
     LOCK TABLE kvg.audit_head IN EXCLUSIVE MODE;
-    SELECT h.last_seq, h.last_hash INTO head FROM kvg.audit_head h FOR UPDATE;
+    SELECT h.last_seq, h.last_hash, h.ctid AS at INTO head FROM kvg.audit_head h WHERE h.singleton FOR UPDATE;
     IF NOT FOUND THEN
       INSERT INTO kvg.audit_head (last_id, last_seq, last_hash)
       VALUES (NULL, (SELECT max(a.seq) FROM kvg.audit a), repeat('0', 64))
-      RETURNING last_seq, last_hash INTO head;
+      RETURNING last_seq, last_hash, ctid AS at INTO head;
     END IF;
   END IF;
   r.id := nextval('kvg.audit_id_seq');
@@ -658,7 +663,7 @@ BEGIN
   r.prev_hash := head.last_hash;
   r.row_hash := kvg.audit_row_hash(r);
   INSERT INTO kvg.audit SELECT r.*;
-  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash;
+  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash WHERE ctid = head.at;
   RETURN r.id;
 END
 $$;
