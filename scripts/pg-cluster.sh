@@ -64,9 +64,11 @@ full_page_writes = off
 max_connections = 20
 shared_buffers = 64MB
 # kvg is loaded at server start: its settings, and its audit writers
-# (background workers, one per database with calls in flight).
+# (background workers, one per database with calls in flight, each kept
+# for kvg.audit_writer_idle_timeout after its last row). The test command
+# uses a dozen databases within a minute, two writers each.
 shared_preload_libraries = 'kvg'
-max_worker_processes = 16
+max_worker_processes = 32
 CONF
 }
 
@@ -75,7 +77,7 @@ running() { as_postgres "$pg_bin/pg_ctl" -D "$pg_data" status >/dev/null 2>&1; }
 # A cluster made before kvg was preloaded gets the line too.
 preload_once() {
   grep -q "^shared_preload_libraries = 'kvg'" "$pg_data/postgresql.conf" && return
-  printf "shared_preload_libraries = 'kvg'\nmax_worker_processes = 16\n" >>"$pg_data/postgresql.conf"
+  printf "shared_preload_libraries = 'kvg'\nmax_worker_processes = 32\n" >>"$pg_data/postgresql.conf"
 }
 
 case "${1:-}" in

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "extension/src/pg/pg_boundary.hpp"
+#include "extension/src/spi/kept_plans.hpp"
 #include "extension/src/pg/postgres.hpp"
 
 extern "C" {
@@ -65,11 +66,12 @@ std::vector<SqlRow> result_rows(int rc, const char* sql) {
 }
 
 // read_only = false: a fresh snapshot and command counter per statement, so
-// each statement sees what the previous ones (and the LO writes) did.
+// each statement sees what the previous ones (and the LO writes) did. The
+// plan is the process's kept one (kept_plans.hpp), prepared under the
+// search_path the statement runs under.
 int execute(const char* sql, Params& p) {
-  return call([&] {
-    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
-  });
+  _SPI_plan* plan = plan_of(sql, p.count(), p.types.data());
+  return call([&] { return SPI_execute_plan(plan, p.values.data(), p.nulls.data(), false, 0); });
 }
 
 }  // namespace
@@ -114,9 +116,8 @@ std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlVa
   Params p(params);
   int rc = 0;
   with_pinned_search_path([&] {
+    _SPI_plan* plan = plan_of(sql, p.count(), p.types.data());
     rc = call([&] {
-      SPIPlanPtr plan = SPI_prepare(sql, p.count(), p.types.data());
-      if (!plan) return SPI_result;
       CommandCounterIncrement();  // our own earlier writes belong to the latest state
       return SPI_execute_snapshot(plan, p.values.data(), p.nulls.data(), GetLatestSnapshot(), InvalidSnapshot,
                                   false, true, 0);

@@ -47,6 +47,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/procsignal.h"
 #include "storage/shm_mq.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -777,6 +778,9 @@ void Worker::run() {
   for (;;) {
     ResetLatch(MyLatch);
     if (ShutdownRequestPending) proc_exit(1);  // restarted unless the server is stopping
+    // As the audit writer's loop (writer_main.cpp): DROP DATABASE waits for
+    // every process to absorb its barrier, which no step here would do.
+    if (ProcSignalBarrierPending) ProcessProcSignalBarrier();
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);

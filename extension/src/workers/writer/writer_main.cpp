@@ -26,6 +26,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/procsignal.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -198,6 +199,31 @@ bool retire_if_idle() {
   return idle;
 }
 
+// The statements' plans, prepared once in this process and kept, so that a
+// row costs no parse and plan of its statement; the plan cache revalidates
+// a kept plan as extension/src/spi/kept_plans.hpp says. A fixed table: the
+// statements are a handful, and nothing here may throw.
+struct KeptPlan {
+  const Statement* statement;
+  SPIPlanPtr plan;
+};
+KeptPlan kept_plans[8];
+
+SPIPlanPtr plan_of(const Statement& statement, int count, Oid* types) {
+  KeptPlan* free_entry = nullptr;
+  for (KeptPlan& kept : kept_plans) {
+    if (kept.statement == &statement) return kept.plan;
+    if (!kept.statement && !free_entry) free_entry = &kept;
+  }
+  const SPIPlanPtr plan = SPI_prepare(statement.sql.c_str(), count, types);
+  if (!plan) elog(ERROR, "kvg audit writer: cannot prepare its statement (%s)", SPI_result_code_string(SPI_result));
+  if (free_entry) {  // else more statements than entries: this one is prepared per run, in SPI's memory
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "kvg audit writer: cannot keep its statement's plan");
+    *free_entry = {&statement, plan};
+  }
+  return plan;
+}
+
 // One request: its statement with its values as parameters (each a varlena
 // of its bytes: text and bytea alike), whose one value is its result.
 int64_t run_request(const Claimed& row) {
@@ -212,7 +238,7 @@ int64_t run_request(const Claimed& row) {
     values[i] = value ? PointerGetDatum(cstring_to_text_with_len(value->data(), int(value->size()))) : Datum(0);
     nulls[i] = value ? ' ' : 'n';
   }
-  const int rc = SPI_execute_with_args(statement.sql.c_str(), count, types, values, nulls, false, 1);
+  const int rc = SPI_execute_plan(plan_of(statement, count, types), values, nulls, false, 1);
   if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "kvg audit writer: its statement failed (%d)", rc);
   bool isnull = true;
   const Datum result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -323,6 +349,11 @@ void kvg_audit_writer_main(Datum main_arg) {
   for (;;) {
     ResetLatch(MyLatch);
     if (ProcDiePending) break;
+    // DROP DATABASE (of any database) and the like wait until every process
+    // has absorbed their barrier, which CHECK_FOR_INTERRUPTS() does; idle,
+    // this loop reaches none, and DROP DATABASE waited for the writer's idle
+    // timeout (60 s). So it absorbs them here, as PostgreSQL's own loops do.
+    if (ProcSignalBarrierPending) ProcessProcSignalBarrier();
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
