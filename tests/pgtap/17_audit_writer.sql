@@ -7,7 +7,7 @@
 -- middle of an append refuses the call and leaves nothing half-written; an
 -- artifact's store that waits holds no audited call (a lane of its own).
 BEGIN;
-SELECT plan(24);
+SELECT plan(26);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -157,6 +157,31 @@ BEGIN
 END $$;
 SELECT cmp_ok(pg_temp.head_updates_after(:head_updates_before), '>', :head_updates_before::bigint,
               'the writer reports its updates of the chain''s head to the statistics autovacuum reads');
+
+-- The head's row is updated by the ctid of the version kvg.audit_insert
+-- locked, not found by a scan of the table (which had grown by a dead
+-- version per row): at most the lookup that locks it may scan (while the
+-- table is one page the planner scans it rather than read the index), so
+-- four rows make at most four scans of kvg.audit_head, not eight.
+CREATE FUNCTION pg_temp.head_scans() RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_stat_clear_snapshot();
+  RETURN (SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'kvg.audit_head'::regclass);
+END $$;
+SELECT pg_temp.head_updates_after(-1) AS updates_before, pg_temp.head_scans() AS scans_before \gset
+SELECT public.kvg_generate('A scan of ' || n, 2) FROM generate_series(1, 4) n \g /dev/null
+CREATE FUNCTION pg_temp.head_updates_reach(target bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 100 LOOP
+    EXIT WHEN pg_temp.head_updates() >= target;
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+  RETURN pg_temp.head_updates();
+END $$;
+SELECT cmp_ok(pg_temp.head_updates_reach(:updates_before + 4), '>=', :updates_before + 4::bigint,
+              'four calls'' head updates are reported');
+SELECT cmp_ok(pg_temp.head_scans() - :scans_before, '<=', 4::bigint,
+              'and they scanned kvg.audit_head at most once a row: the update goes by ctid');
 
 SELECT * FROM finish();
 ROLLBACK;
