@@ -594,6 +594,14 @@ AS $$
 DECLARE
   r kvg.audit;
   head record;
+  -- Where this session last left the head: the version its last append
+  -- wrote, kept in a placeholder setting ('kvg_audit.head_at'). Read only
+  -- when it has the form this function writes (a database's owner can set
+  -- it for the writer's sessions, ALTER DATABASE ... SET): then at worst it
+  -- points where the head is not, and the head is found by its key.
+  hint_text text := current_setting('kvg_audit.head_at', true);
+  hint tid := CASE WHEN hint_text ~ '^\((0|[1-9][0-9]{0,8}),[1-9][0-9]{0,3}\)$' THEN hint_text::tid END;
+  moved_to tid;
 BEGIN
   -- The template's text is not part of the row: kept beside it, by its hash.
   IF audit_insert.template_text IS NOT NULL THEN
@@ -608,12 +616,21 @@ BEGIN
   -- commits. A row lock, not a table lock: autovacuum skips a table it cannot
   -- lock at once, and under a busy writer it never cleaned the head's dead
   -- versions, one per row appended, so each link read a longer table.
-  -- Found by its key, and updated below by the version locked here (ctid),
-  -- so neither statement reads the table's dead versions: while any snapshot
-  -- is older than the last few appends (a long call, a batch of rows in one
-  -- transaction) none can be pruned, and a scan of the whole table, which
-  -- both statements were, grew with every row appended until autovacuum came.
-  SELECT h.last_seq, h.last_hash, h.ctid AS at INTO head FROM kvg.audit_head h WHERE h.singleton FOR UPDATE;
+  -- While any snapshot is older than the last few appends (a long call, a
+  -- pg_dump, a batch of rows in one transaction) none of those versions can
+  -- be pruned, and finding the live one among them, by a scan or by the key,
+  -- visits every one: each append slower than the last. So the writer's
+  -- session goes straight to the version it wrote last (a TID scan: one
+  -- tuple); the table's only visible row, so nothing else can be found
+  -- there. When that version is not the head any more (another session
+  -- appended, the head was replaced) it is invisible, and the head is found
+  -- by its key.
+  IF hint IS NOT NULL THEN
+    SELECT h.last_seq, h.last_hash, h.ctid AS at INTO head FROM kvg.audit_head h WHERE h.ctid = hint FOR UPDATE;
+  END IF;
+  IF hint IS NULL OR NOT FOUND THEN
+    SELECT h.last_seq, h.last_hash, h.ctid AS at INTO head FROM kvg.audit_head h WHERE h.singleton FOR UPDATE;
+  END IF;
   -- No head: the first row ever, or a deleted head; the table lock makes the
   -- new head the only one. Continuing after the last seq from 64 zeros keeps
   -- a deleted head evident (kvg_audit_verify).
@@ -663,7 +680,11 @@ BEGIN
   r.prev_hash := head.last_hash;
   r.row_hash := kvg.audit_row_hash(r);
   INSERT INTO kvg.audit SELECT r.*;
-  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash WHERE ctid = head.at;
+  -- The version locked above, by its ctid: no search either.
+  UPDATE kvg.audit_head SET last_id = r.id, last_seq = r.seq, last_hash = r.row_hash WHERE ctid = head.at
+  RETURNING ctid INTO moved_to;
+  -- Transactional like the update: rolled back with it.
+  PERFORM set_config('kvg_audit.head_at', moved_to::text, false);
   RETURN r.id;
 END
 $$;
