@@ -6,7 +6,7 @@
 -- objects are dropped and made anew under a running writer, that writer's
 -- next row goes into the new chain.
 BEGIN;
-SELECT plan(9);
+SELECT plan(11);
 \getenv data KVG_TEST_DATA
 \set small :data '/models/stories260K.gguf'
 SELECT set_config('kvg.model', :'small', true) \g /dev/null
@@ -28,6 +28,25 @@ SELECT is(pg_temp.kept(:'lookup'), 1::bigint, 'a call keeps the plan of its stat
 SELECT kvg_generate('Once upon a time, in a town', 2) \g /dev/null
 SELECT kvg_generate('There was a cat', 2) \g /dev/null
 SELECT is(pg_temp.kept(:'lookup'), 1::bigint, 'and the calls after it run that plan: none is made again');
+
+-- A statement under the caller's own search_path (a function verifier's
+-- name, resolved at deposit) is planned for its run only: kept, it would
+-- not see a function made since ahead on the same path.
+-- The verifier is committed (a verifier is frozen from another session),
+-- and dropped after this file's ROLLBACK.
+SELECT dblink_exec(format('dbname=%s host=%s port=%s user=%s', current_database(),
+                          current_setting('unix_socket_directories'), current_setting('port'), current_user), $sql$
+  DROP SCHEMA IF EXISTS tap_kept CASCADE;
+  CREATE SCHEMA tap_kept;
+  CREATE FUNCTION tap_kept.accept(q text, a text) RETURNS boolean LANGUAGE sql
+  BEGIN ATOMIC
+    SELECT a <> '';
+  END;
+$sql$) \g /dev/null
+SELECT ok(kvg_learn('What does the kept cat do?', 'tap_kept.accept', 'The kept cat naps.', 'naps') IS NOT NULL,
+          'an entry with a function verifier is deposited');
+SELECT is(pg_temp.kept('SELECT format(''%I.%I'', n.nspname, p.proname)'), 0::bigint,
+          'and the lookup of its verifier''s name, under the caller''s search_path, kept no plan');
 
 -- The writer: a database of its own, whose extension is dropped and made
 -- again between two audited calls while its writer runs.
@@ -82,3 +101,5 @@ SELECT cmp_ok(clock_timestamp() - :'drop_began', '<', interval '10 s',
 
 SELECT * FROM finish();
 ROLLBACK;
+SET client_min_messages = warning;
+DROP SCHEMA tap_kept CASCADE;

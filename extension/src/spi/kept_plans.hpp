@@ -8,7 +8,10 @@
 // altered, dropped or replaced; a different search_path; a different role
 // where row security applied. So a kept plan resolves what the statement
 // would resolve prepared afresh; kvg's callers run it under the pinned
-// search_path (spi.hpp), as they prepared it.
+// search_path (spi.hpp), as they prepared it, where nothing a user creates
+// can come ahead of what it resolved. A statement under the caller's own
+// search_path (Spi::run_in_callers_path) is not kept: there a new object
+// ahead on the same path would not be seen.
 //
 // Keyed by the statement's text and its parameters' types. Bounded: past
 // kMaxKeptPlans statements (texts built at run time could be any number)

@@ -68,10 +68,20 @@ std::vector<SqlRow> result_rows(int rc, const char* sql) {
 // read_only = false: a fresh snapshot and command counter per statement, so
 // each statement sees what the previous ones (and the LO writes) did. The
 // plan is the process's kept one (kept_plans.hpp), prepared under the
-// search_path the statement runs under.
+// pinned search_path the statement runs under.
 int execute(const char* sql, Params& p) {
   _SPI_plan* plan = plan_of(sql, p.count(), p.types.data());
   return call([&] { return SPI_execute_plan(plan, p.values.data(), p.nulls.data(), false, 0); });
+}
+
+// execute(), planned for this run only: a statement under the caller's
+// search_path resolves as the caller's path resolves now, objects made since
+// an earlier call included, which a kept plan would not re-resolve (the plan
+// cache replans for another path, not for a new object ahead on the same one).
+int execute_once(const char* sql, Params& p) {
+  return call([&] {
+    return SPI_execute_with_args(sql, p.count(), p.types.data(), p.values.data(), p.nulls.data(), false, 0);
+  });
 }
 
 }  // namespace
@@ -109,7 +119,7 @@ std::vector<SqlRow> Spi::run(const char* sql, const std::vector<SqlValue>& param
 
 std::vector<SqlRow> Spi::run_in_callers_path(const char* sql, std::initializer_list<SqlValue> params) {
   Params p(params);
-  return result_rows(execute(sql, p), sql);
+  return result_rows(execute_once(sql, p), sql);
 }
 
 std::vector<SqlRow> Spi::run_latest(const char* sql, std::initializer_list<SqlValue> params) {
